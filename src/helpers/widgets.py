@@ -1,0 +1,281 @@
+"""Live figures that work with no kernel: a slider jslinked to a Stack of precomputed frames.
+
+Python renders every frame with the real code when the cell runs; the browser only switches
+which frame is visible. Because the link is made in JavaScript (``widgets.jslink``), the
+slider keeps working in the static HTML book, as well as in JupyterLab, VS Code and Colab.
+
+Frames are matplotlib PNGs saved without the ``Software`` chunk (byte-stable from run to
+run) and palette-quantised to 256 colours (about half the size).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Callable, Sequence
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+from PIL import Image
+
+from .plotting import heatmap, to_numpy
+
+__all__ = [
+    "LiveFigure",
+    "figure_to_png",
+    "slider_figure",
+    "slider_figure_2d",
+    "slider_heatmap",
+    "slider_heatmap_2d",
+]
+
+DEFAULT_DPI = 80
+
+
+def figure_to_png(fig, *, dpi: int = DEFAULT_DPI, colors: int = 256) -> bytes:
+    """Render ``fig`` to PNG bytes, quantised to a ``colors`` palette, and close it.
+
+    The same figure gives the same bytes on every run: matplotlib's ``Software`` metadata
+    is dropped and Pillow writes no timestamp.
+    """
+    if not 2 <= colors <= 256:
+        raise ValueError(f"colors must be between 2 and 256, got {colors}")
+    raw = io.BytesIO()
+    fig.savefig(raw, format="png", dpi=dpi, metadata={"Software": None})
+    plt.close(fig)
+    raw.seek(0)
+    with Image.open(raw) as image:
+        paletted = image.convert("RGB").quantize(
+            colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    paletted.save(out, format="PNG", optimize=True)
+    return out.getvalue()
+
+
+class LiveFigure(widgets.VBox):
+    """A VBox of sliders over a Stack of frames, with a short, stable text form.
+
+    ``frames`` holds the PNG bytes (nested lists for two parameters) and ``values`` the
+    parameter values, so tests and chapters can inspect what the widget will show.
+    """
+
+    def __init__(self, children, *, frames, values, descriptions, **kwargs):
+        super().__init__(children=children, **kwargs)
+        self.frames = frames
+        self.values = values
+        self.descriptions = descriptions
+
+    def __repr__(self) -> str:  # shown as text/plain: keep it short and deterministic
+        sizes = " x ".join(str(len(v)) for v in self.values)
+        names = ", ".join(self.descriptions)
+        return f"LiveFigure({names}: {sizes} frames)"
+
+
+def _format_options(values: Sequence, fmt: str | Callable) -> list[tuple[str, int]]:
+    if len(values) == 0:
+        raise ValueError("values must hold at least one parameter value, got an empty sequence")
+    label = fmt if callable(fmt) else fmt.format
+    labels = [label(v) for v in values]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"fmt gives two values the same label: {labels}; use more digits")
+    return [(text, i) for i, text in enumerate(labels)]
+
+
+def _initial_index(values: Sequence, initial) -> int:
+    if initial is None:
+        return 0
+    for i, v in enumerate(values):
+        if v == initial:
+            return i
+    raise ValueError(f"initial must be one of values {list(values)}, got {initial!r}")
+
+
+def _image(png: bytes) -> widgets.Image:
+    return widgets.Image(value=png, format="png", layout=widgets.Layout(max_width="100%"))
+
+
+def _slider(values, description, fmt, initial) -> widgets.SelectionSlider:
+    return widgets.SelectionSlider(
+        options=_format_options(values, fmt),
+        index=_initial_index(values, initial),
+        description=description,
+        continuous_update=True,
+        style={"description_width": "initial"},
+        layout=widgets.Layout(width="min(520px, 100%)"),
+    )
+
+
+def slider_figure(
+    render: Callable,
+    values: Sequence,
+    *,
+    description: str,
+    fmt: str | Callable = "{:g}",
+    initial=None,
+    dpi: int = DEFAULT_DPI,
+) -> LiveFigure:
+    """A slider over ``values`` showing the figure ``render(value)`` for each value.
+
+    Args:
+        render: a function taking one parameter value and returning a matplotlib figure
+            (one panel, or several: a heatmap beside the fitted curve, say).
+        values: the parameter values, in slider order.
+        description: the slider's label, e.g. ``"bandwidth σ"``.
+        fmt: a format string or function giving each value's readout label.
+        initial: the value shown first (default: the first value).
+        dpi: resolution of the frames.
+
+    Returns:
+        A :class:`LiveFigure` (a ``VBox``) holding the slider and a ``Stack`` of images.
+    """
+    slider = _slider(values, description, fmt, initial)
+    frames = [figure_to_png(render(v), dpi=dpi) for v in values]
+    stack = widgets.Stack(children=[_image(f) for f in frames], selected_index=slider.index)
+    widgets.jslink((slider, "index"), (stack, "selected_index"))
+    return LiveFigure([slider, stack], frames=frames, values=[list(values)],
+                      descriptions=[description])
+
+
+def slider_figure_2d(
+    render: Callable,
+    values_a: Sequence,
+    values_b: Sequence,
+    *,
+    descriptions: tuple[str, str],
+    fmts: tuple = ("{:g}", "{:g}"),
+    initial: tuple = (None, None),
+    dpi: int = DEFAULT_DPI,
+) -> LiveFigure:
+    """Two sliders over a grid of frames ``render(a, b)``, built from nested Stacks.
+
+    The outer Stack is indexed by the first slider; each of its children is an inner Stack
+    indexed by the second slider (one jslink per inner Stack), so any (a, b) pair shows its
+    own frame without a kernel.
+    """
+    slider_a = _slider(values_a, descriptions[0], fmts[0], initial[0])
+    slider_b = _slider(values_b, descriptions[1], fmts[1], initial[1])
+    frames = [[figure_to_png(render(a, b), dpi=dpi) for b in values_b] for a in values_a]
+    inner = []
+    for row in frames:
+        stack = widgets.Stack(children=[_image(f) for f in row], selected_index=slider_b.index)
+        widgets.jslink((slider_b, "index"), (stack, "selected_index"))
+        inner.append(stack)
+    outer = widgets.Stack(children=inner, selected_index=slider_a.index)
+    widgets.jslink((slider_a, "index"), (outer, "selected_index"))
+    return LiveFigure([slider_a, slider_b, outer], frames=frames,
+                      values=[list(values_a), list(values_b)],
+                      descriptions=list(descriptions))
+
+
+def _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize):
+    def render(*params):
+        if second_panel is None:
+            fig, ax = plt.subplots(figsize=figsize or (4.4, 3.4))
+        else:
+            fig, (ax, ax2) = plt.subplots(1, 2, figsize=figsize or (8.8, 3.4))
+            second_panel(ax2, *params)
+        heatmap(matrix_of(*params), ax=ax, vmax=vmax, **heatmap_kwargs)
+        fig.tight_layout()
+        return fig
+    return render
+
+
+def _matrices(matrices, values_list):
+    """Evaluate every matrix once (for the shared colour scale) and return a lookup."""
+    if callable(matrices):
+        table = {}
+        grid = np.array(np.meshgrid(*[range(len(v)) for v in values_list], indexing="ij"))
+        for idx in grid.reshape(len(values_list), -1).T:
+            params = [values_list[k][i] for k, i in enumerate(idx)]
+            table[tuple(idx)] = to_numpy(matrices(*params))
+        return table
+    if len(values_list) != 1:
+        raise ValueError("matrices must be a function of both parameters for a 2-D slider")
+    if len(matrices) != len(values_list[0]):
+        raise ValueError(f"matrices holds {len(matrices)} matrices but values holds "
+                         f"{len(values_list[0])}; need one matrix per value")
+    return {(i,): to_numpy(m) for i, m in enumerate(matrices)}
+
+
+def slider_heatmap(
+    matrices,
+    values: Sequence,
+    *,
+    description: str,
+    fmt: str | Callable = "{:g}",
+    initial=None,
+    second_panel: Callable | None = None,
+    vmax: float | None = None,
+    figsize: tuple[float, float] | None = None,
+    dpi: int = DEFAULT_DPI,
+    **heatmap_kwargs,
+) -> LiveFigure:
+    """A slider over ``values`` moving a heatmap (and optionally a second panel).
+
+    Args:
+        matrices: a function ``value -> (Q, K) matrix`` (run once per value, with the real
+            code) or a sequence of matrices, one per value.
+        values: parameter values in slider order.
+        description: the slider's label.
+        fmt: readout format for the values.
+        initial: the value shown first.
+        second_panel: optional ``f(ax, value)`` drawing a second panel to the right, e.g. a
+            fitted curve for the same parameter.
+        vmax: the top of the colour scale; by default the largest value over all frames,
+            so colours are comparable between frames.
+        figsize, dpi: frame size and resolution.
+        **heatmap_kwargs: passed to :func:`helpers.plotting.heatmap` (labels, title, cmap).
+
+    Returns:
+        A :class:`LiveFigure`.
+    """
+    table = _matrices(matrices, [list(values)])
+    if vmax is None:
+        vmax = max(float(np.nanmax(m)) for m in table.values())
+    index_of = {v: i for i, v in enumerate(values)} if _hashable(values) else None
+
+    def matrix_of(value):
+        i = index_of[value] if index_of is not None else list(values).index(value)
+        return table[(i,)]
+
+    render = _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize)
+    return slider_figure(render, values, description=description, fmt=fmt,
+                         initial=initial, dpi=dpi)
+
+
+def slider_heatmap_2d(
+    matrices: Callable,
+    values_a: Sequence,
+    values_b: Sequence,
+    *,
+    descriptions: tuple[str, str],
+    fmts: tuple = ("{:g}", "{:g}"),
+    initial: tuple = (None, None),
+    second_panel: Callable | None = None,
+    vmax: float | None = None,
+    figsize: tuple[float, float] | None = None,
+    dpi: int = DEFAULT_DPI,
+    **heatmap_kwargs,
+) -> LiveFigure:
+    """Two sliders moving one heatmap: ``matrices(a, b)`` for every pair (nested Stacks)."""
+    if not callable(matrices):
+        raise ValueError("matrices must be a function (a, b) -> matrix for a 2-D slider")
+    table = _matrices(matrices, [list(values_a), list(values_b)])
+    if vmax is None:
+        vmax = max(float(np.nanmax(m)) for m in table.values())
+    a_index = {v: i for i, v in enumerate(values_a)}
+    b_index = {v: i for i, v in enumerate(values_b)}
+
+    def matrix_of(a, b):
+        return table[(a_index[a], b_index[b])]
+
+    render = _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize)
+    return slider_figure_2d(render, values_a, values_b, descriptions=descriptions,
+                            fmts=fmts, initial=initial, dpi=dpi)
+
+
+def _hashable(values) -> bool:
+    try:
+        return len({v for v in values}) == len(values)
+    except TypeError:
+        return False
