@@ -1,0 +1,203 @@
+"""Nadaraya–Watson kernel regression: attention pooling with a Gaussian kernel.
+
+A query ``q`` attends to keys ``k_i`` with weights ``softmax_i(-((q - k_i) w)^2 / 2)`` and
+returns the weighted average of the values ``v_i``. ``w`` is the inverse bandwidth
+(``w = 1/σ``): a large ``w`` is a narrow kernel. Shapes use Q for queries and K for keys;
+queries and keys are scalars (1-D tensors), values are scalars (K,) or vectors (K, D).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+from torch import nn
+
+__all__ = ["gaussian_kernel", "nadaraya_watson", "NWKernelRegression", "train_nw"]
+
+_SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+def gaussian_kernel(u) -> torch.Tensor:
+    """The standard normal density ``K(u) = exp(-u^2 / 2) / sqrt(2π)``, elementwise.
+
+    Args:
+        u: a tensor (or number, or array) of any shape: the distances ``q - k``.
+
+    Returns:
+        A floating tensor of the same shape as ``u``.
+    """
+    u = _as_float(u)
+    return torch.exp(-0.5 * u**2) / _SQRT_2PI
+
+
+def _as_float(x) -> torch.Tensor:
+    x = torch.as_tensor(x)
+    return x if x.is_floating_point() else x.to(torch.get_default_dtype())
+
+
+def _check_positive_scalar(value, name: str) -> None:
+    """Raise ValueError unless ``value`` is a finite, positive number or 0-d tensor."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0:
+            raise ValueError(f"{name} must be a float or a 0-d tensor, "
+                             f"got a tensor of shape {tuple(value.shape)}")
+        number = float(value.detach())
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        raise ValueError(f"{name} must be a float or a 0-d tensor, got {type(value).__name__}")
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {number!r}")
+
+
+def _resolve_w(w, bandwidth):
+    """Return the inverse bandwidth ``w``, from ``w`` or from ``bandwidth = 1/w``."""
+    if bandwidth is None:
+        _check_positive_scalar(w, "w")
+        return w
+    if not (isinstance(w, float) and w == 1.0):
+        raise ValueError(f"give either w or bandwidth (w = 1/bandwidth), not both; "
+                         f"got w={w!r} and bandwidth={bandwidth!r}")
+    _check_positive_scalar(bandwidth, "bandwidth")
+    return 1.0 / bandwidth
+
+
+def _check_inputs(queries, keys, values, mask):
+    queries, keys, values = _as_float(queries), _as_float(keys), _as_float(values)
+    if queries.dim() != 1:
+        raise ValueError(f"queries must be 1-D (Q,), got shape {tuple(queries.shape)}")
+    if keys.dim() != 1:
+        raise ValueError(f"keys must be 1-D (K,), got shape {tuple(keys.shape)}")
+    if values.dim() not in (1, 2):
+        raise ValueError(f"values must be 1-D (K,) or 2-D (K, D), got shape {tuple(values.shape)}")
+    if keys.shape[0] != values.shape[0]:
+        raise ValueError(f"keys and values must have the same length K, got keys of shape "
+                         f"{tuple(keys.shape)} and values of shape {tuple(values.shape)}")
+    if keys.shape[0] == 0:
+        raise ValueError("keys must hold at least one key, got shape (0,)")
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            got = f"dtype {mask.dtype}" if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise ValueError(f"mask must be a bool tensor (True = may attend), got {got}")
+        want = (queries.shape[0], keys.shape[0])
+        if tuple(mask.shape) != want:
+            raise ValueError(f"mask must have shape (Q, K) = {want}, got shape {tuple(mask.shape)}")
+    dtype = torch.promote_types(torch.promote_types(queries.dtype, keys.dtype), values.dtype)
+    return queries.to(dtype), keys.to(dtype), values.to(dtype)
+
+
+def nadaraya_watson(queries, keys, values, w=1.0, *, bandwidth=None, mask=None):
+    """Nadaraya–Watson attention pooling with a Gaussian kernel.
+
+    ``weights[i, j] = softmax_j(-((queries[i] - keys[j]) * w)^2 / 2)`` and
+    ``pred = weights @ values``. The softmax subtracts each row's maximum score, so the
+    weights stay finite even for queries far from every key, where the plain ratio of
+    Gaussian kernels would be 0/0.
+
+    Args:
+        queries: (Q,) query positions.
+        keys: (K,) key positions.
+        values: (K,) or (K, D) values, one per key.
+        w: the inverse bandwidth, a positive float or a 0-d tensor (learnable: gradients
+            flow into it). Larger ``w`` means a narrower kernel.
+        bandwidth: alternatively the kernel width σ, with ``w = 1/σ``; give one of the two.
+        mask: optional bool (Q, K), True = query i may attend key j (False to leave a key
+            out, e.g. a training point's own key). A row with no allowed key gets all-zero
+            weights and a zero prediction.
+
+    Returns:
+        ``(pred, weights)``: ``pred`` of shape (Q,) or (Q, D) and ``weights`` (Q, K), each
+        row non-negative and summing to 1.
+
+    Raises:
+        ValueError: wrong ranks, keys and values of different lengths, no keys, a
+            non-finite or non-positive ``w``/``bandwidth``, or a badly shaped mask.
+    """
+    queries, keys, values = _check_inputs(queries, keys, values, mask)
+    w = _resolve_w(w, bandwidth)
+    distances = queries[:, None] - keys[None, :]  # (Q, K)
+    scores = -0.5 * (distances * w) ** 2  # (Q, K)
+    if mask is None:
+        weights = torch.softmax(scores, dim=-1)  # (Q, K)
+    else:
+        mask = mask.to(scores.device)
+        any_allowed = mask.any(dim=-1, keepdim=True)  # (Q, 1)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = torch.where(any_allowed, scores, torch.zeros_like(scores))
+        weights = torch.softmax(scores, dim=-1) * mask  # fully masked rows become 0
+    return weights @ values, weights
+
+
+class NWKernelRegression(nn.Module):
+    """Parametric Nadaraya–Watson regression: one learnable inverse bandwidth ``w``.
+
+    ``forward(queries (Q,), keys (K,), values (K,) or (K, D), mask=None)`` returns
+    ``(pred (Q,) or (Q, D), weights (Q, K))`` exactly as :func:`nadaraya_watson` with
+    ``w = self.w``; the weights are returned, never stored on the module.
+
+    Args:
+        w: the initial inverse bandwidth (finite, > 0).
+    """
+
+    def __init__(self, w: float = 1.0):
+        super().__init__()
+        _check_positive_scalar(w, "w")
+        self.w = nn.Parameter(torch.tensor(float(w)))
+
+    @property
+    def bandwidth(self) -> float:
+        """The kernel width σ = 1/w, as a Python float."""
+        return 1.0 / float(self.w.detach())
+
+    def forward(self, queries, keys, values, mask=None):
+        return nadaraya_watson(queries, keys, values, self.w, mask=mask)
+
+    def extra_repr(self) -> str:
+        return f"w={float(self.w.detach()):.4f}"
+
+
+def train_nw(model: NWKernelRegression, x_train, y_train, epochs: int, lr: float, *,
+             leave_one_out: bool = True) -> list[float]:
+    """Fit ``model.w`` by full-batch gradient descent (plain SGD) on the training set.
+
+    Every training input is a query; the keys and values are the training pairs. With
+    ``leave_one_out=True`` a query may not attend to its own key (a mask with a False
+    diagonal), so it must be predicted from the *other* points. With ``False`` it may,
+    and the loss can be driven to 0 by ``w → ∞``: the model memorises. There is no
+    randomness: the same inputs give the same losses. SGD without momentum keeps no state,
+    so two calls of ``n`` epochs equal one call of ``2n``.
+
+    Args:
+        model: the :class:`NWKernelRegression` to train (updated in place).
+        x_train: (N,) training inputs.
+        y_train: (N,) training targets.
+        epochs: the number of gradient steps (a non-negative integer).
+        lr: the learning rate (finite, > 0).
+        leave_one_out: leave each point's own key out of its query's keys.
+
+    Returns:
+        The mean squared training loss before each step, a list of ``epochs`` floats.
+    """
+    if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < 0:
+        raise ValueError(f"epochs must be a non-negative integer, got {epochs!r}")
+    _check_positive_scalar(lr, "lr")
+    x_train, y_train = _as_float(x_train), _as_float(y_train)
+    if x_train.dim() != 1 or tuple(y_train.shape) != tuple(x_train.shape):
+        raise ValueError(f"x_train and y_train must both be 1-D (N,) of the same length, got "
+                         f"shapes {tuple(x_train.shape)} and {tuple(y_train.shape)}")
+    num_train = x_train.shape[0]
+    if leave_one_out and num_train < 2:
+        raise ValueError(f"leave-one-out training needs at least 2 points, got N={num_train}")
+    mask = ~torch.eye(num_train, dtype=torch.bool) if leave_one_out else None  # (N, N)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(epochs):
+        optimizer.zero_grad()
+        pred, _ = model(x_train, x_train, y_train, mask=mask)  # (N,)
+        loss = torch.mean((pred - y_train) ** 2)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses
