@@ -20,6 +20,14 @@ def to_numpy(matrix) -> np.ndarray:
     return np.asarray(matrix, dtype=np.float64)
 
 
+def _is_matrix(item) -> bool:
+    """True if ``item`` is one 2-D matrix (not a row of matrices, which may be ragged)."""
+    try:
+        return to_numpy(item).ndim == 2
+    except (ValueError, TypeError):  # a row of matrices of different shapes
+        return False
+
+
 def heatmap(
     matrix,
     ax: matplotlib.axes.Axes | None = None,
@@ -112,8 +120,8 @@ def show_heatmaps(
                 f"grid must be 3-D (C, Q, K) or 4-D (R, C, Q, K), got shape {array.shape}")
         rows = [[array[r, c] for c in range(array.shape[1])] for r in range(array.shape[0])]
     else:
-        rows = [list(row) for row in grid]
-        if rows and not isinstance(rows[0][0], (list, tuple)) and to_numpy(rows[0]).ndim == 2:
+        rows = list(grid)
+        if rows and _is_matrix(rows[0]):
             rows = [rows]  # a flat list of matrices: one row
         rows = [[to_numpy(m) for m in row] for row in rows]
     if not rows or not rows[0]:

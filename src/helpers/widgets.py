@@ -182,6 +182,10 @@ def _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize):
 
 def _matrices(matrices, values_list):
     """Evaluate every matrix once (for the shared colour scale) and return a lookup."""
+    for values in values_list:
+        if len(values) == 0:
+            raise ValueError("values must hold at least one parameter value, "
+                             "got an empty sequence")
     if callable(matrices):
         table = {}
         grid = np.array(np.meshgrid(*[range(len(v)) for v in values_list], indexing="ij"))

@@ -1,0 +1,69 @@
+# Attention Mechanisms, an interactive textbook.
+#   make book     fresh machine -> built offline site in _build/html
+#   make test     every test: unit/property, notebooks (nbval), hygiene, build, browser
+# Also: make serve | execute | lab | clean | bench
+
+PYTHON_BOOTSTRAP ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+SITE   := _build/html
+STAGE  := _build/stage
+PORT   ?= 8000
+
+.DEFAULT_GOAL := book
+.PHONY: book test serve execute lab clean bench check-tools
+
+check-tools:
+	@command -v $(PYTHON_BOOTSTRAP) >/dev/null 2>&1 || { echo "error: $(PYTHON_BOOTSTRAP) not found: install Python 3.11 (Debian: apt-get install python3 python3-venv)"; exit 1; }
+	@$(PYTHON_BOOTSTRAP) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "error: Python 3.10 or newer is needed (3.11 recommended), found $$($(PYTHON_BOOTSTRAP) --version)"; exit 1; }
+	@$(PYTHON_BOOTSTRAP) -c 'import venv, ensurepip' 2>/dev/null || { echo "error: Python's venv module is missing: install it (Debian: apt-get install python3-venv)"; exit 1; }
+	@command -v node >/dev/null 2>&1 || { echo "error: node not found: install Node.js 18 or newer (Debian: apt-get install nodejs npm)"; exit 1; }
+	@command -v npm >/dev/null 2>&1 || { echo "error: npm not found: install npm (Debian: apt-get install npm)"; exit 1; }
+
+# The virtual environment, rebuilt when the pins or the package metadata change.
+$(VENV)/.installed: requirements.txt pyproject.toml | check-tools
+	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -r requirements.txt
+	$(PIP) install --quiet --no-deps -e .
+	@touch $@
+
+# JavaScript assets for the offline site (widget manager, MathJax 3), copied into book/vendor.
+node_modules/.package-lock.json: package.json package-lock.json | check-tools
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+book/vendor/.stamp: node_modules/.package-lock.json book/tools/vendor.py $(VENV)/.installed
+	$(PY) book/tools/vendor.py
+	@touch $@
+
+# Build in a staging folder; the site in _build/html is replaced only when the build is
+# clean (zero warnings), so a failed build never leaves a half-built site behind.
+book: check-tools $(VENV)/.installed book/vendor/.stamp
+	$(VENV)/bin/jupyter-book build . --path-output $(STAGE) -W -n --keep-going --quiet \
+		|| { echo "error: the book build failed or warned (see above); $(SITE) left as it was"; exit 1; }
+	@rm -rf $(SITE).new && cp -a $(STAGE)/_build/html $(SITE).new && rm -rf $(SITE) && mv $(SITE).new $(SITE)
+	@echo "Built the book: open $(CURDIR)/$(SITE)/index.html (or run: make serve)"
+
+test: book
+	$(PY) -m pytest --nbval -p no:cacheprovider tests chapters
+
+serve:
+	@test -f $(SITE)/index.html || { echo "error: no site in $(SITE): run make book first"; exit 1; }
+	@echo "Serving $(SITE) on http://127.0.0.1:$(PORT)/ (Ctrl-C to stop)"
+	$(PY) -m http.server $(PORT) --bind 127.0.0.1 --directory $(SITE)
+
+execute: $(VENV)/.installed
+	$(PY) book/tools/execute.py $(NOTEBOOKS)
+
+lab: $(VENV)/.installed
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=chapters
+
+bench: book
+	$(PY) benchmarks/build.py
+	$(PY) benchmarks/site.py
+
+clean:
+	rm -rf _build book/vendor

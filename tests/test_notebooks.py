@@ -1,0 +1,129 @@
+"""Notebook hygiene: every chapter is committed executed, in order, with widget state.
+
+nbval (``make test`` runs ``pytest --nbval``) re-executes the chapters and compares their
+outputs; these tests check what nbval cannot: the saved state the static book renders
+from, the bootstrap cell, and the chapter's shape (summary, exercises, hidden solutions).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "tools"))
+import bootstrap  # noqa: E402
+
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(cell) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _ids(paths):
+    return [p.name for p in paths]
+
+
+def test_there_are_chapters():
+    assert len(CHAPTERS) >= 2, "expected at least the first two chapters in chapters/"
+
+
+def test_chapters_are_in_the_toc():
+    toc = (ROOT / "_toc.yml").read_text(encoding="utf-8")
+    for path in CHAPTERS:
+        assert f"chapters/{path.stem}" in toc, f"{path.name} is not listed in _toc.yml"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_first_cell_is_the_bootstrap_cell(path):
+    first = _load(path)["cells"][0]
+    assert first["cell_type"] == "code", f"{path.name}: the first cell must be the bootstrap cell"
+    assert _source(first) == bootstrap.cell_source(), (
+        f"{path.name}: bootstrap cell differs from the template with _config.yml's "
+        "repository.url; run `python book/tools/bootstrap.py --fix`")
+    assert "remove-cell" in first.get("metadata", {}).get("tags", [])
+
+
+def test_bootstrap_url_is_the_config_url():
+    url = bootstrap.repository_url()
+    assert url.startswith("https://"), f"repository.url should be an https URL, got {url!r}"
+    assert f'BOOK_REPOSITORY = "{url}"' in bootstrap.cell_source()
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_executed_top_to_bottom(path):
+    code = [c for c in _load(path)["cells"] if c["cell_type"] == "code"]
+    counts = [c.get("execution_count") for c in code]
+    assert None not in counts, f"{path.name}: some code cells were never executed"
+    assert counts == list(range(1, len(code) + 1)), (
+        f"{path.name}: cells were not run once each, top to bottom, in a fresh kernel "
+        "(run `make execute`)")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_no_errors_or_unstable_text_in_outputs(path):
+    for cell in _load(path)["cells"]:
+        for out in cell.get("outputs", []):
+            assert out["output_type"] != "error", f"{path.name}: an output is an error"
+            text = "".join(out.get("text", "")) + "".join(
+                out.get("data", {}).get("text/plain", ""))
+            assert not re.search(r"at 0x[0-9a-f]{6,}", text), (
+                f"{path.name}: an output prints a memory address: {text[:80]!r}")
+            if out.get("name") == "stderr":
+                tags = cell.get("metadata", {}).get("tags", [])
+                assert "nbval-ignore-output" in tags, (
+                    f"{path.name}: stderr output in a cell not tagged nbval-ignore-output: "
+                    f"{text[:80]!r}")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_every_widget_view_has_saved_state(path):
+    nb = _load(path)
+    state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    views = [out["data"][WIDGET_VIEW]["model_id"]
+             for cell in nb["cells"] for out in cell.get("outputs", [])
+             if WIDGET_VIEW in out.get("data", {})]
+    assert views, f"{path.name}: no live figure; every chapter has at least one slider"
+    missing = [v for v in views if v not in state]
+    assert not missing, f"{path.name}: widget views without saved state (blank in the book)"
+    kinds = {m["model_name"] for m in state.values()}
+    assert {"SelectionSliderModel", "StackModel", "ImageModel", "LinkModel"} <= kinds, (
+        f"{path.name}: live figures must be SelectionSlider + jslink + Stack of Images, "
+        f"found {sorted(kinds)}")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_no_interact_and_seeded(path):
+    code = "\n".join(_source(c) for c in _load(path)["cells"] if c["cell_type"] == "code")
+    assert "interact(" not in code, f"{path.name}: interact() does not work in the static book"
+    assert "set_seed(" in code, f"{path.name}: seed the chapter with helpers.utils.set_seed"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_chapter_shape(path):
+    cells = _load(path)["cells"]
+    markdown = "\n".join(_source(c) for c in cells if c["cell_type"] == "markdown")
+    assert re.search(r"^# \d+\. ", markdown, re.M), f"{path.name}: needs a '# N. Title'"
+    assert re.search(r"^## Summary", markdown, re.M), f"{path.name}: needs a Summary"
+    exercises = markdown.split("## Exercises", 1)
+    assert len(exercises) == 2, f"{path.name}: needs an Exercises section"
+    assert exercises[1].count("<details") >= 3 and "<summary>" in exercises[1], (
+        f"{path.name}: needs at least three exercises with solutions behind a toggle")
+    assert exercises[1].count("<details") == exercises[1].count("</details>")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+def test_notebook_size_fits_the_page_budget(path):
+    size = path.stat().st_size
+    assert size < 2_500_000, f"{path.name} is {size / 1e6:.2f} MB; a page must stay under 2.5 MB"
