@@ -10,6 +10,7 @@ PIP    := $(PY) -m pip
 SITE   := _build/html
 STAGE  := _build/stage
 PORT   ?= 8000
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .DEFAULT_GOAL := book
 .PHONY: book test serve execute lab clean bench check-tools
