@@ -15,7 +15,7 @@ from ipywidgets.widgets.widget import _instances  # noqa: E402
 from ipywidgets.widgets.widget_link import DirectionalLink, Link  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from helpers.widgets import (LiveFigure, figure_to_png, slider_figure,  # noqa: E402
+from helpers.widgets import (LiveFigure, figure_to_png, png_data_url, slider_figure,  # noqa: E402
                              slider_heatmap, slider_heatmap_2d)
 
 DPI = 30  # small frames keep the tests fast
@@ -93,7 +93,8 @@ def test_structure_is_vbox_of_selection_slider_and_stack_of_images(live):
     assert isinstance(slider, widgets.SelectionSlider)
     assert isinstance(stack, widgets.Stack)
     assert len(stack.children) == len(VALUES)
-    assert all(isinstance(image, widgets.Image) and image.format == "png"
+    # frames are data: URLs so that a switch paints without a blank frame (see widgets.py)
+    assert all(isinstance(image, widgets.Image) and image.format == "url"
                for image in stack.children)
     assert slider.description == "temperature"
 
@@ -112,7 +113,8 @@ def test_slider_index_is_jslinked_to_stack(live):
 
 def test_frames_are_quantised_pngs_one_per_value(live):
     _, stack = live.children
-    assert [image.value for image in stack.children] == live.frames
+    assert [bytes(image.value) for image in stack.children] == [
+        png_data_url(frame) for frame in live.frames]
     for frame in live.frames:
         check_frame(frame)
     assert len(set(live.frames)) == len(VALUES)  # each value draws its own picture
@@ -187,7 +189,8 @@ def test_2d_has_nested_stacks_with_one_link_per_inner_stack():
         assert isinstance(inner, widgets.Stack) and len(inner.children) == 3
         assert inner.selected_index == 2 == slider_b.index
         assert len(links_between(slider_b, inner)) == 1
-        assert [image.value for image in inner.children] == live.frames[i]
+        assert [bytes(image.value) for image in inner.children] == [
+            png_data_url(frame) for frame in live.frames[i]]
     flat = [frame for row in live.frames for frame in row]
     assert len(set(flat)) == 6
     for frame in flat:

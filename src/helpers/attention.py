@@ -15,7 +15,8 @@ __all__ = ["masked_softmax", "scaled_dot_product_attention"]
 
 
 def _check_mask(mask, scores: torch.Tensor) -> torch.Tensor:
-    """Return ``mask`` expanded to ``scores``' shape, or raise ValueError saying why not."""
+    """Return ``mask`` with ``scores``' rank (leading axes of size 1 added, not expanded),
+    on ``scores``' device, or raise ValueError saying why it does not fit (…, Q, K)."""
     if not isinstance(mask, torch.Tensor):
         raise ValueError(f"mask must be a torch.Tensor of dtype torch.bool, "
                          f"got {type(mask).__name__}")
@@ -29,42 +30,21 @@ def _check_mask(mask, scores: torch.Tensor) -> torch.Tensor:
     if broadcast != scores.shape:
         raise ValueError(f"mask of shape {tuple(mask.shape)} must broadcast to the scores' "
                          f"shape {tuple(scores.shape)} (…, Q, K)")
-    return mask.to(scores.device).expand(scores.shape)
+    if mask.dim() < scores.dim():
+        mask = mask.reshape((1,) * (scores.dim() - mask.dim()) + tuple(mask.shape))
+    return mask.to(scores.device)
 
 
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
-                   dim: int = -1) -> torch.Tensor:
-    """Softmax of ``scores`` along ``dim`` over the entries the mask allows.
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int,
+                    inplace: bool) -> torch.Tensor:
+    """The softmax behind :func:`masked_softmax`, without the check of ``scores``.
 
-    Masked entries get weight exactly 0; a row whose entries are all masked gets all-zero
-    weights (and finite, zero gradients), never NaN and never uniform. The row maximum of
-    the unmasked entries is subtracted before ``exp``, so any finite score (±1e4 included)
-    is safe in float32 and float64. Usually ``scores`` is (B, Q, K) or (B, H, Q, K) and the
-    softmax runs over the keys K.
-
-    Args:
-        scores: a floating tensor of shape (…, Q, K).
-        mask: optional bool tensor broadcastable to ``scores``' shape, e.g. (Q, K) from
-            :func:`helpers.masks.causal_mask` or (B, 1, K) from
-            :func:`helpers.masks.valid_length_mask` unsqueezed; True = may attend.
-        dim: the axis to normalise over (the keys, by default the last).
-
-    Returns:
-        Weights of ``scores``' shape; each row sums to 1, or to 0 if fully masked.
+    One ``masked_fill`` and one ``torch.softmax`` (which subtracts the row maximum). Rows
+    with no allowed key are left unmasked for the softmax, so it stays finite with finite
+    gradients, and are zeroed afterwards; their gradient is then exactly zero. With
+    ``inplace`` the scores (an intermediate nobody else holds) are filled in place.
     """
-    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
-        got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
-        raise ValueError(f"scores must be a floating-point tensor, got {got}")
-    if mask is None:
-        return torch.softmax(scores, dim=dim)
-    mask = _check_mask(mask, scores)
-    masked = scores.masked_fill(~mask, float("-inf"))
-    row_max = masked.amax(dim=dim, keepdim=True).detach()  # softmax is shift-invariant
-    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
-    exp = torch.exp(masked - row_max)  # exp(-inf) = 0 at masked entries, gradient 0 too
-    total = exp.sum(dim=dim, keepdim=True)
-    total = torch.where(total > 0, total, torch.ones_like(total))  # fully masked: 0 / 1
-    return exp / total
+    return _masked_softmax(scores, mask, dim, inplace=False)
 
 
 def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -103,6 +83,6 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     except RuntimeError:
         raise ValueError(f"the leading (batch, head) axes of q {tuple(q.shape)}, "
                          f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast") from None
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (…, Q, K)
-    weights = masked_softmax(scores, mask)  # (…, Q, K)
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)  # (…, Q, K)
+    weights = _masked_softmax(scores, mask, dim=-1, inplace=True)  # (…, Q, K)
     return weights @ v, weights  # (…, Q, Dv), (…, Q, K)
