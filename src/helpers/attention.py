@@ -1,4 +1,8 @@
-"""Attention: the masked softmax and scaled dot-product attention.
+"""Attention: the masked softmax, scaled dot-product attention and the scoring modules.
+
+The modules ``DotProductAttention``, ``ScaledDotProductAttention``, ``AdditiveAttention``
+and ``BilinearAttention`` (and ``additive_scores``, ``bilinear_scores``) live in
+:mod:`helpers.scoring` and are importable from here.
 
 Mask convention (as in ``F.scaled_dot_product_attention``): a boolean mask, **True = may
 attend**. Masked scores are filled with ``-inf`` after the mask is checked; a query whose
@@ -11,12 +15,36 @@ import math
 
 import torch
 
-__all__ = ["masked_softmax", "scaled_dot_product_attention"]
+__all__ = [
+    "masked_softmax",
+    "scaled_dot_product_attention",
+    # defined in helpers.scoring, re-exported here (loaded on first use, see __getattr__)
+    "DotProductAttention",
+    "ScaledDotProductAttention",
+    "AdditiveAttention",
+    "BilinearAttention",
+    "additive_scores",
+    "bilinear_scores",
+]
+_FROM_SCORING = frozenset(__all__[2:])
 
 
-def _check_mask(mask, scores: torch.Tensor) -> torch.Tensor:
-    """Return ``mask`` with ``scores``' rank (leading axes of size 1 added, not expanded),
-    on ``scores``' device, or raise ValueError saying why it does not fit (…, Q, K)."""
+def __getattr__(name: str):
+    """Re-export the scoring modules of :mod:`helpers.scoring`, which imports this module."""
+    if name in _FROM_SCORING:
+        from helpers import scoring
+
+        return getattr(scoring, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _FROM_SCORING)
+
+
+def _check_mask(mask, shape: torch.Size, device: torch.device) -> torch.Tensor:
+    """Return ``mask`` with the rank of ``shape`` (leading axes of size 1 added, nothing
+    expanded) on ``device``, or raise ValueError saying why it does not fit (…, Q, K)."""
     if not isinstance(mask, torch.Tensor):
         raise ValueError(f"mask must be a torch.Tensor of dtype torch.bool, "
                          f"got {type(mask).__name__}")
@@ -24,27 +52,57 @@ def _check_mask(mask, scores: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"mask must have dtype torch.bool (True = may attend), got dtype "
                          f"{mask.dtype}; build one with helpers.masks or compare, e.g. x > 0")
     try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores.shape)
+        broadcast = torch.broadcast_shapes(mask.shape, shape)
     except RuntimeError:
         broadcast = None
-    if broadcast != scores.shape:
+    if broadcast != shape:
         raise ValueError(f"mask of shape {tuple(mask.shape)} must broadcast to the scores' "
-                         f"shape {tuple(scores.shape)} (…, Q, K)")
-    if mask.dim() < scores.dim():
-        mask = mask.reshape((1,) * (scores.dim() - mask.dim()) + tuple(mask.shape))
-    return mask.to(scores.device)
+                         f"shape {tuple(shape)} (…, Q, K)")
+    if mask.dim() < len(shape):
+        mask = mask.reshape((1,) * (len(shape) - mask.dim()) + tuple(mask.shape))
+    return mask.to(device)
 
 
-def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None, dim: int,
-                    inplace: bool) -> torch.Tensor:
-    """The softmax behind :func:`masked_softmax`, without the check of ``scores``.
+def _visible_and_rows(mask: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(visible, has_key)``: where the softmax may look, and (only if some row has no
+    allowed key, else None) the rows that do have one. A row with no allowed key is made
+    fully visible, so its softmax stays finite, and is zeroed afterwards with ``has_key``."""
+    has_key = mask.any(dim=dim, keepdim=True)
+    if bool(has_key.all()):
+        return mask, None
+    return mask | ~has_key, has_key
 
-    One ``masked_fill`` and one ``torch.softmax`` (which subtracts the row maximum). Rows
-    with no allowed key are left unmasked for the softmax, so it stays finite with finite
-    gradients, and are zeroed afterwards; their gradient is then exactly zero. With
-    ``inplace`` the scores (an intermediate nobody else holds) are filled in place.
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
+                   dim: int = -1) -> torch.Tensor:
+    """Softmax of ``scores`` along ``dim`` over the entries the mask allows.
+
+    Masked entries get weight exactly 0; a row whose entries are all masked gets all-zero
+    weights (and finite, zero gradients), never NaN and never uniform. The row maximum of
+    the unmasked entries is subtracted before ``exp``, so any finite score (±1e4 included)
+    is safe in float32 and float64. Usually ``scores`` is (B, Q, K) or (B, H, Q, K) and the
+    softmax runs over the keys K.
+
+    Args:
+        scores: a floating tensor of shape (…, Q, K).
+        mask: optional bool tensor broadcastable to ``scores``' shape, e.g. (Q, K) from
+            :func:`helpers.masks.causal_mask` or (B, 1, K) from
+            :func:`helpers.masks.valid_length_mask` unsqueezed; True = may attend.
+        dim: the axis to normalise over (the keys, by default the last).
+
+    Returns:
+        Weights of ``scores``' shape; each row sums to 1, or to 0 if fully masked.
     """
-    return _masked_softmax(scores, mask, dim, inplace=False)
+    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
+        got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise ValueError(f"scores must be a floating-point tensor, got {got}")
+    if mask is None:
+        return torch.softmax(scores, dim=dim)
+    visible, has_key = _visible_and_rows(_check_mask(mask, scores.shape, scores.device), dim)
+    weights = torch.softmax(torch.where(visible, scores, float("-inf")), dim=dim)
+    if has_key is not None:
+        weights = weights.masked_fill(~has_key, 0.0)  # all-zero rows, zero gradients
+    return weights
 
 
 def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -83,6 +141,41 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     except RuntimeError:
         raise ValueError(f"the leading (batch, head) axes of q {tuple(q.shape)}, "
                          f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast") from None
-    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)  # (…, Q, K)
-    weights = _masked_softmax(scores, mask, dim=-1, inplace=True)  # (…, Q, K)
-    return weights @ v, weights  # (…, Q, Dv), (…, Q, K)
+    return _attend(q, k, v, mask, scale=1.0 / math.sqrt(q.shape[-1]))
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+            scale: float, dropout: float = 0.0, training: bool = False
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(scale · q kᵀ, masked) v`` for checked inputs, as few tensor passes as we can.
+
+    The leading axes are broadcast and flattened to one batch axis N, so the scores come
+    from a single ``torch.baddbmm`` that also applies ``scale`` and adds the mask as a bias
+    (0 where True, -inf where False) in the same pass; then one softmax and one ``bmm``.
+    ``dropout`` (when ``training``) is applied to the weights used for the output.
+    """
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    num_queries, num_keys = q.shape[-2], k.shape[-2]
+    q3 = q.expand(*lead, *q.shape[-2:]).reshape(-1, num_queries, q.shape[-1])  # (N, Q, D)
+    k3 = k.expand(*lead, *k.shape[-2:]).reshape(-1, num_keys, k.shape[-1])  # (N, K, D)
+    v3 = v.expand(*lead, *v.shape[-2:]).reshape(-1, num_keys, v.shape[-1])  # (N, K, Dv)
+    scores_shape = torch.Size((*lead, num_queries, num_keys))
+    has_key = None
+    if mask is None:
+        bias, beta = q3.new_zeros(()), 0.0
+    else:
+        visible, has_key = _visible_and_rows(_check_mask(mask, scores_shape, q.device), -1)
+        zero = torch.zeros((), dtype=q.dtype, device=q.device)
+        bias = torch.where(visible, zero, float("-inf"))  # (…, Q, K) with broadcast axes
+        if any(size != 1 for size in bias.shape[:-2]):  # a per-batch mask: materialise it
+            bias = bias.expand(scores_shape).reshape(-1, num_queries, num_keys)
+        else:
+            bias = bias.reshape(bias.shape[-2:])  # (Q or 1, K or 1), broadcast by baddbmm
+        beta = 1.0
+    scores = torch.baddbmm(bias, q3, k3.transpose(1, 2), beta=beta, alpha=scale)  # (N, Q, K)
+    weights = torch.softmax(scores, dim=-1).view(scores_shape)  # (…, Q, K)
+    if has_key is not None:
+        weights = weights.masked_fill(~has_key, 0.0)  # rows with no allowed key: all zero
+    used = torch.nn.functional.dropout(weights, dropout, training) if dropout else weights
+    out = torch.bmm(used.reshape(-1, num_queries, num_keys), v3)  # (N, Q, Dv)
+    return out.view(*lead, num_queries, v.shape[-1]), weights  # (…, Q, Dv), (…, Q, K)
