@@ -25,8 +25,11 @@ __all__ = [
     "BilinearAttention",
     "additive_scores",
     "bilinear_scores",
+    # defined in helpers.multihead, re-exported here the same way
+    "MultiHeadAttention",
 ]
-_FROM_SCORING = frozenset(__all__[2:])
+_FROM_MULTIHEAD = frozenset({"MultiHeadAttention"})
+_FROM_SCORING = frozenset(__all__[2:]) - _FROM_MULTIHEAD
 
 
 def __getattr__(name: str):
@@ -35,11 +38,15 @@ def __getattr__(name: str):
         from helpers import scoring
 
         return getattr(scoring, name)
+    if name in _FROM_MULTIHEAD:
+        from helpers import multihead
+
+        return getattr(multihead, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _FROM_SCORING)
+    return sorted(set(globals()) | _FROM_SCORING | _FROM_MULTIHEAD)
 
 
 def _check_mask(mask, shape: torch.Size, device: torch.device) -> torch.Tensor:

@@ -142,10 +142,10 @@ def hardmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """
     _check_tensor(scores, "scores")
     index = scores.argmax(dim=dim, keepdim=True)
-    return torch.zeros_like(scores).scatter_(dim, index, 1.0).detach()
+    return torch.zeros_like(scores).scatter_(dim, index, 1.0)  # no graph: argmax is an index
 
 
-def dot_product_variance(dims: Sequence[int], num_pairs: int = 10_000, *,
+def dot_product_variance(dims: Sequence[int], num_pairs: int = 5_000, *,
                          scaled: bool = False, seed: int = 0) -> list[float]:
     """Sample variance of ``q·k`` (or ``q·k / √D`` when ``scaled``) for each size D in ``dims``.
 
@@ -171,14 +171,16 @@ def dot_product_variance(dims: Sequence[int], num_pairs: int = 10_000, *,
 
 @dataclass(frozen=True)
 class SaturationRow:
-    """Averages over the queries of one feature size D: the score standard deviation, the
-    weights' entropy (nats), the largest weight and the softmax Jacobian's norm."""
+    """Summaries over the queries of one feature size D: the scores' standard deviation, and
+    the mean entropy (nats), mean largest weight, and mean and median softmax-Jacobian norm
+    of the attention weights."""
 
     dim: int
     score_std: float
     entropy: float
     max_weight: float
     jacobian_norm: float
+    median_jacobian_norm: float
 
 
 def softmax_saturation(dims: Sequence[int], *, num_queries: int = 1000, num_keys: int = 16,
@@ -188,9 +190,9 @@ def softmax_saturation(dims: Sequence[int], *, num_queries: int = 1000, num_keys
 
     For each D in ``dims`` it draws ``num_queries`` queries, each with its own ``num_keys``
     keys (entries standard normal), scores them with ``q·k`` (divided by √D when
-    ``scaled``), applies the softmax over the K keys and averages over the Q queries the
-    entropy, the largest weight and the Frobenius norm of the softmax Jacobian. Returns one
-    :class:`SaturationRow` per D.
+    ``scaled``), applies the softmax over the K keys and summarises over the Q queries the
+    entropy, the largest weight and the Frobenius norm of the softmax Jacobian (mean and
+    median). Returns one :class:`SaturationRow` per D.
     """
     dims = _check_dims(dims)
     num_queries = _check_positive_int(num_queries, "num_queries")
@@ -204,12 +206,14 @@ def softmax_saturation(dims: Sequence[int], *, num_queries: int = 1000, num_keys
         if scaled:
             scores = scores / math.sqrt(d)
         weights = torch.softmax(scores, dim=-1)  # (Q, K)
+        jacobian_norms = softmax_jacobian_norm(weights)  # (Q,)
         rows.append(SaturationRow(
             dim=d,
             score_std=scores.std().item(),
             entropy=attention_entropy(weights).mean().item(),
             max_weight=weights.max(dim=-1).values.mean().item(),
-            jacobian_norm=softmax_jacobian_norm(weights).mean().item()))
+            jacobian_norm=jacobian_norms.mean().item(),
+            median_jacobian_norm=jacobian_norms.median().item()))
     return rows
 
 

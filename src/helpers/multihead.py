@@ -1,0 +1,214 @@
+"""Multi-head attention: H scaled dot-product attentions side by side, on D/H features each.
+
+``MultiHeadAttention(d_model, num_heads)`` projects queries, keys and values with the
+``nn.Linear`` layers ``w_q``, ``w_k``, ``w_v`` (D → D), splits the D features into H heads
+of D/H, runs scaled dot-product attention in every head at once, merges the heads back to
+D features and projects them with ``w_o`` (D → D). It computes what
+``nn.MultiheadAttention(d_model, num_heads, batch_first=True)`` computes, and
+:meth:`MultiHeadAttention.from_torch` / :meth:`MultiHeadAttention.to_torch` move the
+weights between the two. Import it from :mod:`helpers.attention`.
+
+Mask convention, as everywhere in the book: boolean, **True = may attend**, broadcastable
+to the weights' shape (B, H, Q, K). A query whose keys are all masked gets all-zero
+weights and a zero attention output (then ``w_o``'s bias), never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from helpers.attention import _visible_and_rows
+
+__all__ = ["MultiHeadAttention"]
+
+
+def _check_positive(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention with learned projections.
+
+    ``MultiHeadAttention(d_model, num_heads, bias=True, dropout=0.0)``: D = ``d_model``
+    features split into H = ``num_heads`` heads of D/H features (D must be divisible by
+    H). The projections are the ``nn.Linear`` attributes ``w_q``, ``w_k``, ``w_v`` and
+    ``w_o``, each D → D, with biases when ``bias`` is True.
+
+    ``forward(queries, keys, values, mask=None)`` takes queries (B, Q, D), keys (B, K, D),
+    values (B, K, D) and an optional bool mask (True = may attend) broadcastable to
+    (B, H, Q, K): (Q, K) for a causal mask, (B, 1, 1, K) for a padding mask (the (B, K)
+    mask of :func:`helpers.masks.valid_length_mask` as ``mask[:, None, None, :]``),
+    (B, 1, Q, K) or (B, H, Q, K). It returns ``(out, weights)``: out (B, Q, D) and the
+    weights of every head (B, H, Q, K). ``dropout`` (while training) drops weights used for
+    ``out``; the returned weights are the undropped softmax.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
+        super().__init__()
+        self.d_model = _check_positive(d_model, "d_model")
+        self.num_heads = _check_positive(num_heads, "num_heads")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads="
+                             f"{self.num_heads} (each head gets d_model / num_heads features)")
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) \
+                or not 0 <= dropout < 1:
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+        self.head_dim = self.d_model // self.num_heads
+        self.dropout = float(dropout)
+        self.w_q = nn.Linear(self.d_model, self.d_model, bias=bias)
+        self.w_k = nn.Linear(self.d_model, self.d_model, bias=bias)
+        self.w_v = nn.Linear(self.d_model, self.d_model, bias=bias)
+        self.w_o = nn.Linear(self.d_model, self.d_model, bias=bias)
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, num_heads={self.num_heads}, "
+                f"bias={self.w_o.bias is not None}, dropout={self.dropout}")
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) → (B, H, T, D/H): head h gets features h·D/H to (h+1)·D/H − 1."""
+        B, T, D = x.shape
+        if D != self.d_model:
+            raise ValueError(f"x must have d_model={self.d_model} features, got shape "
+                             f"{tuple(x.shape)}")
+        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D/H)
+
+    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, H, T, D/H) → (B, T, D): the inverse of :meth:`split_heads`."""
+        B, H, T, head_dim = x.shape
+        if (H, head_dim) != (self.num_heads, self.head_dim):
+            raise ValueError(f"x must have shape (B, H={self.num_heads}, T, D/H={self.head_dim}),"
+                             f" got shape {tuple(x.shape)}")
+        return x.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
+
+    def _check_inputs(self, queries, keys, values) -> None:
+        dtype = self.w_o.weight.dtype
+        for name, tensor, letter in (("queries", queries, "Q"), ("keys", keys, "K"),
+                                     ("values", values, "K")):
+            if not isinstance(tensor, torch.Tensor) or tensor.dim() != 3:
+                got = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor)
+                raise ValueError(f"{name} must be a 3-D tensor (B, {letter}, D), got {got}")
+            if tensor.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must have d_model={self.d_model} features in the "
+                                 f"last axis, got shape {tuple(tensor.shape)}")
+            if tensor.dtype != dtype:
+                raise ValueError(f"{name} must have the parameters' dtype {dtype}, got dtype "
+                                 f"{tensor.dtype}; convert the module (e.g. .double()) or input")
+        if not queries.shape[0] == keys.shape[0] == values.shape[0]:
+            raise ValueError(f"queries, keys and values must have the same batch size B, got "
+                             f"shapes {tuple(queries.shape)}, {tuple(keys.shape)} and "
+                             f"{tuple(values.shape)}")
+        if keys.shape[1] != values.shape[1]:
+            raise ValueError(f"keys and values must hold the same number of keys K, got keys "
+                             f"of shape {tuple(keys.shape)} and values {tuple(values.shape)}")
+
+    def _mask_bias(self, mask, shape: torch.Size, dtype: torch.dtype):
+        """``(bias, has_key)`` for a bool mask: bias 0 / -inf shaped (Q|1, K|1) or
+        (B·H, Q|1, K|1) for ``baddbmm``; has_key (rows with an allowed key) or None."""
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise ValueError(f"mask must be a bool tensor (True = may attend), got {got}")
+        try:
+            fits = mask.dim() <= 4 and torch.broadcast_shapes(mask.shape, shape) == shape
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(f"mask of shape {tuple(mask.shape)} must broadcast to the weights' "
+                             f"shape (B, H, Q, K) = {tuple(shape)}; e.g. (Q, K), (B, 1, 1, K) "
+                             f"(a (B, K) padding mask as mask[:, None, None, :]) or (B, 1, Q, K)")
+        mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # (B|1, H|1, Q|1, K|1)
+        device = self.w_o.weight.device
+        visible, has_key = _visible_and_rows(mask.to(device), -1)
+        zero = torch.zeros((), dtype=dtype, device=device)
+        bias = torch.where(visible, zero, float("-inf"))  # (B|1, H|1, Q|1, K|1)
+        if bias.shape[0] == 1 and bias.shape[1] == 1:
+            return bias[0, 0], has_key  # (Q|1, K|1), broadcast over B·H by baddbmm
+        B, H = shape[0], shape[1]
+        return bias.expand(B, H, *bias.shape[2:]).reshape(B * H, *bias.shape[2:]), has_key
+
+    def _project(self, queries, keys, values):
+        """The three input projections; one fused matmul when queries is keys is values."""
+        if queries is keys and keys is values:  # self-attention: (B, T, 3D) in one pass
+            weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])  # (3D, D)
+            bias = None if self.w_q.bias is None else torch.cat(
+                [self.w_q.bias, self.w_k.bias, self.w_v.bias])  # (3D,)
+            return F.linear(queries, weight, bias).split(self.d_model, dim=-1)
+        return self.w_q(queries), self.w_k(keys), self.w_v(values)  # (B, Q|K, D) each
+
+    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        self._check_inputs(queries, keys, values)
+        B, Q, D = queries.shape
+        K, H, head_dim = keys.shape[1], self.num_heads, self.head_dim
+        bias, has_key = (None, None) if mask is None else \
+            self._mask_bias(mask, torch.Size((B, H, Q, K)), queries.dtype)
+        # 1) project, then split D into H heads of D/H features
+        q, k, v = self._project(queries, keys, values)  # (B, Q|K, D) each
+        q = self.split_heads(q).reshape(B * H, Q, head_dim)  # (B·H, Q, D/H)
+        k = self.split_heads(k).reshape(B * H, K, head_dim)  # (B·H, K, D/H)
+        v = self.split_heads(v).reshape(B * H, K, head_dim)  # (B·H, K, D/H)
+        # 2) scaled dot-product attention in every head at once (mask added as a 0/-inf bias)
+        scale = 1.0 / math.sqrt(head_dim)
+        if bias is None:
+            scores = torch.baddbmm(q.new_zeros(()), q, k.transpose(1, 2), beta=0.0, alpha=scale)
+        else:
+            scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)  # (B·H, Q, K)
+        weights = torch.softmax(scores, dim=-1).view(B, H, Q, K)  # (B, H, Q, K)
+        if has_key is not None:
+            weights = weights.masked_fill(~has_key, 0.0)  # rows with no allowed key: zeros
+        used = F.dropout(weights, self.dropout, True) if self.dropout and self.training \
+            else weights
+        heads = torch.bmm(used.view(B * H, Q, K), v).view(B, H, Q, head_dim)  # (B, H, Q, D/H)
+        # 3) merge the heads back to D features and project
+        return self.w_o(self.merge_heads(heads)), weights  # (B, Q, D), (B, H, Q, K)
+
+    @classmethod
+    def from_torch(cls, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """A ``MultiHeadAttention`` holding the weights (copied) of an ``nn.MultiheadAttention``.
+
+        ``mha.in_proj_weight`` (3D, D) stacks W_q, W_k, W_v; ``in_proj_bias`` (3D,) their
+        biases; ``out_proj`` is W_o. The module must use D features for queries, keys and
+        values and neither ``add_bias_kv`` nor ``add_zero_attn``. Built on ``mha``'s device
+        and dtype. Call it with ``batch_first=True`` inputs, (B, T, D).
+        """
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise ValueError(f"mha must be an nn.MultiheadAttention, got {type(mha).__name__}")
+        if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError("mha must have kdim == vdim == embed_dim and neither add_bias_kv "
+                             "nor add_zero_attn; this module has no such options")
+        bias = mha.in_proj_bias is not None
+        weight = mha.in_proj_weight
+        module = cls(mha.embed_dim, mha.num_heads, bias=bias, dropout=mha.dropout)
+        module.to(device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            for i, linear in enumerate((module.w_q, module.w_k, module.w_v)):
+                rows = slice(i * mha.embed_dim, (i + 1) * mha.embed_dim)
+                linear.weight.copy_(weight[rows])  # (D, D)
+                if bias:
+                    linear.bias.copy_(mha.in_proj_bias[rows])  # (D,)
+            module.w_o.weight.copy_(mha.out_proj.weight)
+            if bias:
+                module.w_o.bias.copy_(mha.out_proj.bias)
+        return module.train(mha.training)
+
+    def to_torch(self) -> nn.MultiheadAttention:
+        """An ``nn.MultiheadAttention(batch_first=True)`` holding a copy of these weights."""
+        weight = self.w_o.weight
+        bias = self.w_o.bias is not None
+        mha = nn.MultiheadAttention(self.d_model, self.num_heads, dropout=self.dropout,
+                                    bias=bias, batch_first=True, device=weight.device,
+                                    dtype=weight.dtype)
+        with torch.no_grad():
+            mha.in_proj_weight.copy_(torch.cat([self.w_q.weight, self.w_k.weight,
+                                                self.w_v.weight]))
+            mha.out_proj.weight.copy_(weight)
+            if bias:
+                mha.in_proj_bias.copy_(torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias]))
+                mha.out_proj.bias.copy_(self.w_o.bias)
+        return mha.train(self.training)

@@ -1,0 +1,269 @@
+"""Tests for helpers.scoring_experiments: checked against PyTorch (autograd Jacobians,
+Categorical entropy, one_hot, additive_scores) and against the theory they illustrate."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers.attention import additive_scores
+from helpers.scoring_experiments import (
+    SaturationRow,
+    attention_entropy,
+    concat_mlp_scores,
+    dot_product_variance,
+    hardmax,
+    softmax_jacobian,
+    softmax_jacobian_norm,
+    softmax_saturation,
+    softmax_with_temperature,
+    time_call,
+)
+
+sizes = st.integers(min_value=1, max_value=6)
+
+
+# --- concat_mlp_scores ------------------------------------------------------------------
+
+@given(num_queries=sizes, num_keys=sizes, query_dim=sizes, key_dim=sizes, hidden=sizes,
+       seed=st.integers(0, 2**16))
+def test_concat_mlp_equals_additive_scores(num_queries, num_keys, query_dim, key_dim,
+                                           hidden, seed):
+    generator = torch.Generator().manual_seed(seed)
+    queries = torch.randn(2, num_queries, query_dim, generator=generator, dtype=torch.float64)
+    keys = torch.randn(2, num_keys, key_dim, generator=generator, dtype=torch.float64)
+    w_q = torch.randn(hidden, query_dim, generator=generator, dtype=torch.float64)
+    w_k = torch.randn(hidden, key_dim, generator=generator, dtype=torch.float64)
+    w_v = torch.randn(1, hidden, generator=generator, dtype=torch.float64)
+    concat = concat_mlp_scores(queries, keys, torch.cat([w_q, w_k], dim=1), w_v)
+    assert concat.shape == (2, num_queries, num_keys)
+    torch.testing.assert_close(concat, additive_scores(queries, keys, w_q, w_k, w_v))
+
+
+def test_concat_mlp_matches_a_loop_over_pairs():
+    torch.manual_seed(0)
+    queries, keys = torch.randn(3, 4), torch.randn(5, 2)
+    w_1, w_2 = torch.randn(7, 6), torch.randn(7)
+    scores = concat_mlp_scores(queries, keys, w_1, w_2)
+    for i in range(3):
+        for j in range(5):
+            expected = w_2 @ torch.tanh(w_1 @ torch.cat([queries[i], keys[j]]))
+            torch.testing.assert_close(scores[i, j], expected)
+
+
+def test_concat_mlp_broadcasts_leading_axes():
+    torch.manual_seed(1)
+    queries, keys = torch.randn(2, 1, 3, 4), torch.randn(1, 5, 6, 2)
+    w_1, w_2 = torch.randn(7, 6), torch.randn(7)
+    assert concat_mlp_scores(queries, keys, w_1, w_2).shape == (2, 5, 3, 6)
+
+
+@pytest.mark.parametrize("w_1, w_2, match", [
+    (torch.randn(7, 5), torch.randn(7), "w_1 must have shape"),
+    (torch.randn(7, 6), torch.randn(6), "w_2 must hold H = 7"),
+    (torch.randn(6), torch.randn(7), "w_1 must have at least 2 axes"),
+])
+def test_concat_mlp_rejects_bad_weights(w_1, w_2, match):
+    with pytest.raises(ValueError, match=match):
+        concat_mlp_scores(torch.randn(3, 4), torch.randn(5, 2), w_1, w_2)
+
+
+def test_concat_mlp_rejects_bad_inputs():
+    with pytest.raises(ValueError, match="queries must have at least 2 axes"):
+        concat_mlp_scores(torch.randn(4), torch.randn(5, 2), torch.randn(7, 6), torch.randn(7))
+    with pytest.raises(ValueError, match="keys must be a floating-point"):
+        concat_mlp_scores(torch.randn(3, 4), torch.ones(5, 2, dtype=torch.long),
+                          torch.randn(7, 6), torch.randn(7))
+
+
+# --- entropy and the softmax Jacobian ------------------------------------------------------
+
+@given(num_keys=st.integers(1, 12), seed=st.integers(0, 2**16))
+def test_entropy_matches_categorical(num_keys, seed):
+    generator = torch.Generator().manual_seed(seed)
+    weights = torch.softmax(3 * torch.randn(4, num_keys, generator=generator), dim=-1)
+    expected = torch.distributions.Categorical(probs=weights).entropy()
+    torch.testing.assert_close(attention_entropy(weights), expected)
+
+
+def test_entropy_limits():
+    assert attention_entropy(torch.full((3, 8), 1 / 8)).allclose(torch.full((3,), math.log(8)))
+    one_hot = F.one_hot(torch.tensor([0, 5]), 8).float()
+    assert torch.equal(attention_entropy(one_hot), torch.zeros(2))  # 0 log 0 = 0, no NaN
+    assert attention_entropy(one_hot.T, dim=0).shape == (2,)
+
+
+@given(num_keys=st.integers(1, 10), seed=st.integers(0, 2**16))
+def test_softmax_jacobian_matches_autograd(num_keys, seed):
+    generator = torch.Generator().manual_seed(seed)
+    scores = 4 * torch.randn(num_keys, generator=generator, dtype=torch.float64)
+    expected = torch.autograd.functional.jacobian(lambda s: torch.softmax(s, dim=-1), scores)
+    jacobian = softmax_jacobian(torch.softmax(scores, dim=-1))
+    torch.testing.assert_close(jacobian, expected)
+    assert jacobian.abs().max() <= 0.25 + 1e-12  # never explodes
+    torch.testing.assert_close(jacobian.sum(dim=-1), torch.zeros(num_keys, dtype=torch.float64))
+
+
+def test_softmax_jacobian_is_batched():
+    torch.manual_seed(0)
+    scores = torch.randn(2, 3, 5, dtype=torch.float64)
+    jacobian = softmax_jacobian(torch.softmax(scores, dim=-1))
+    assert jacobian.shape == (2, 3, 5, 5)
+    single = torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), scores[1, 2])
+    torch.testing.assert_close(jacobian[1, 2], single)
+
+
+@pytest.mark.parametrize("num_keys", [1, 2, 5, 16])
+def test_softmax_jacobian_norm_limits(num_keys):
+    uniform = torch.full((num_keys,), 1 / num_keys, dtype=torch.float64)
+    expected = math.sqrt(num_keys - 1) / num_keys
+    assert softmax_jacobian_norm(uniform).item() == pytest.approx(expected)
+    one_hot = F.one_hot(torch.tensor(0), num_keys).double()
+    assert softmax_jacobian_norm(one_hot).item() == 0.0
+
+
+def test_softmax_jacobian_norm_shrinks_as_scores_spread():
+    scores = torch.tensor([1.0, 0.0, -0.5, 0.3])
+    norms = [softmax_jacobian_norm(torch.softmax(scale * scores, -1)).item()
+             for scale in [1, 4, 16, 64]]
+    assert all(a > b for a, b in zip(norms, norms[1:]))
+    assert norms[-1] < 1e-10
+
+
+# --- temperature and hardmax -----------------------------------------------------------------
+
+def test_temperature_one_is_softmax_and_sqrt_d_is_scaled_dot_product():
+    torch.manual_seed(0)
+    queries, keys = torch.randn(3, 16), torch.randn(5, 16)
+    scores = queries @ keys.T
+    torch.testing.assert_close(softmax_with_temperature(scores, 1.0), torch.softmax(scores, -1))
+    expected = torch.softmax(scores / math.sqrt(16), dim=-1)  # scaled dot product, D = 16
+    torch.testing.assert_close(softmax_with_temperature(scores, 4.0), expected)
+
+
+def test_temperature_limits():
+    scores = torch.tensor([[2.0, -1.0, 0.5], [0.0, 3.0, 3.5]])
+    torch.testing.assert_close(softmax_with_temperature(scores, math.inf),
+                               torch.full((2, 3), 1 / 3))
+    torch.testing.assert_close(softmax_with_temperature(scores, 0.0), hardmax(scores))
+    torch.testing.assert_close(softmax_with_temperature(scores, 1e-3), hardmax(scores))
+    torch.testing.assert_close(softmax_with_temperature(scores, 1e6),
+                               torch.full((2, 3), 1 / 3), atol=1e-5, rtol=0)
+    assert softmax_with_temperature(scores, 0.5, dim=0).sum(dim=0).allclose(torch.ones(3))
+
+
+@given(seed=st.integers(0, 2**16))
+def test_temperature_sharpens_monotonically(seed):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(8, generator=generator, dtype=torch.float64)
+    temperatures = [0.1, 0.3, 1.0, 3.0, 10.0]
+    peaks = [softmax_with_temperature(scores, t).max().item() for t in temperatures]
+    entropies = [attention_entropy(softmax_with_temperature(scores, t)).item()
+                 for t in temperatures]
+    assert all(a >= b for a, b in zip(peaks, peaks[1:]))
+    assert all(a <= b for a, b in zip(entropies, entropies[1:]))
+
+
+@pytest.mark.parametrize("temperature", [-1.0, math.nan, "1", True, None])
+def test_temperature_rejects_bad_values(temperature):
+    with pytest.raises(ValueError, match="temperature must be a number >= 0"):
+        softmax_with_temperature(torch.zeros(3), temperature)
+
+
+@given(seed=st.integers(0, 2**16), num_keys=st.integers(1, 9))
+def test_hardmax_is_one_hot_argmax(seed, num_keys):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(4, num_keys, generator=generator)
+    expected = F.one_hot(scores.argmax(dim=-1), num_keys).to(scores.dtype)
+    assert torch.equal(hardmax(scores), expected)
+    assert torch.equal(hardmax(scores.T, dim=0), expected.T)
+
+
+def test_hardmax_breaks_ties_to_the_first_and_has_no_gradient():
+    scores = torch.tensor([1.0, 3.0, 3.0, 0.0], requires_grad=True)
+    weights = hardmax(scores)
+    assert weights.tolist() == [0.0, 1.0, 0.0, 0.0]
+    assert not weights.requires_grad  # nothing flows back to the scores
+
+
+def test_hardmax_rejects_integer_scores():
+    with pytest.raises(ValueError, match="scores must be a floating-point tensor"):
+        hardmax(torch.tensor([1, 2, 3]))
+
+
+# --- the √D experiments ------------------------------------------------------------------
+
+def test_dot_product_variance_grows_like_d():
+    dims = [4, 64, 1024]
+    variances = dot_product_variance(dims, num_pairs=4000, seed=1)
+    for d, variance in zip(dims, variances):
+        assert variance == pytest.approx(d, rel=0.12)
+    scaled = dot_product_variance(dims, num_pairs=4000, seed=1, scaled=True)
+    for d, variance, scaled_variance in zip(dims, variances, scaled):
+        assert scaled_variance == pytest.approx(variance / d)
+        assert scaled_variance == pytest.approx(1.0, rel=0.12)
+
+
+def test_dot_product_variance_is_reproducible():
+    assert dot_product_variance([8, 16], 100, seed=3) == dot_product_variance([8, 16], 100,
+                                                                              seed=3)
+    assert dot_product_variance([8], 100, seed=3) != dot_product_variance([8], 100, seed=4)
+
+
+@pytest.mark.parametrize("dims, num_pairs, match", [
+    ([], 10, "dims must be a non-empty sequence"),
+    ([4, 0], 10, "every entry of dims must be a positive integer"),
+    (4, 10, "dims must be a non-empty sequence"),
+    ([4], 1, "num_pairs must be at least 2"),
+    ([4], 2.5, "num_pairs must be a positive integer"),
+])
+def test_dot_product_variance_rejects_bad_arguments(dims, num_pairs, match):
+    with pytest.raises(ValueError, match=match):
+        dot_product_variance(dims, num_pairs)
+
+
+def test_softmax_saturation_without_and_with_scaling():
+    dims = [4, 64, 1024]
+    raw = softmax_saturation(dims, num_queries=300, num_keys=16, seed=0)
+    scaled = softmax_saturation(dims, num_queries=300, num_keys=16, seed=0, scaled=True)
+    assert [row.dim for row in raw] == dims and isinstance(raw[0], SaturationRow)
+    for row in raw + scaled:
+        assert 1 / 16 <= row.max_weight <= 1
+        assert 0 <= row.entropy <= math.log(16) + 1e-6
+        assert 0 <= row.median_jacobian_norm <= 0.5  # two keys sharing 1/2 each is the max
+    # without scaling: the scores spread like √D and the softmax saturates
+    assert [round(r.score_std / math.sqrt(r.dim), 1) for r in raw] == [1.0, 1.0, 1.0]
+    assert raw[0].entropy > raw[1].entropy > raw[2].entropy
+    assert raw[2].median_jacobian_norm < 1e-3 * scaled[2].median_jacobian_norm
+    # with scaling: the same distribution of weights whatever D
+    entropies = [row.entropy for row in scaled]
+    assert max(entropies) - min(entropies) < 0.1
+    assert all(abs(row.score_std - 1) < 0.1 for row in scaled)
+
+
+def test_softmax_saturation_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="num_keys must be a positive integer"):
+        softmax_saturation([4], num_keys=0)
+
+
+# --- timing ---------------------------------------------------------------------------------
+
+def test_time_call_counts_calls_and_returns_the_minimum():
+    calls = []
+    seconds = time_call(lambda: calls.append(1), repeats=4, warmup=2)
+    assert len(calls) == 6
+    assert 0 <= seconds < 1
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"repeats": 0}, "repeats must be a positive integer"),
+    ({"warmup": -1}, "warmup must be a non-negative integer"),
+])
+def test_time_call_rejects_bad_counts(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        time_call(lambda: None, **kwargs)
