@@ -45,7 +45,8 @@ class MultiHeadAttention(nn.Module):
     values (B, K, D) and an optional bool mask (True = may attend) broadcastable to
     (B, H, Q, K): (Q, K) for a causal mask, (B, 1, 1, K) for a padding mask (the (B, K)
     mask of :func:`helpers.masks.valid_length_mask` as ``mask[:, None, None, :]``),
-    (B, 1, Q, K) or (B, H, Q, K). It returns ``(out, weights)``: out (B, Q, D) and the
+    (B, 1, Q, K) or (B, H, Q, K); a 2-D mask is always read as (Q, K), so never pass a
+    (B, K) mask as it is. It returns ``(out, weights)``: out (B, Q, D) and the
     weights of every head (B, H, Q, K). ``dropout`` (while training) drops weights used for
     ``out``; the returned weights are the undropped softmax.
     """
@@ -143,6 +144,8 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """queries (B, Q, D), keys and values (B, K, D), bool mask broadcastable to
+        (B, H, Q, K) → ``(out (B, Q, D), weights (B, H, Q, K))``."""
         self._check_inputs(queries, keys, values)
         B, Q, D = queries.shape
         K, H, head_dim = keys.shape[1], self.num_heads, self.head_dim

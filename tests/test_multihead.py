@@ -1,0 +1,221 @@
+"""Parity with nn.MultiheadAttention, property and error tests for MultiHeadAttention."""
+
+import re
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+from helpers.attention import MultiHeadAttention, scaled_dot_product_attention
+from helpers.masks import causal_mask, to_key_padding_mask, valid_length_mask
+
+DTYPES = [torch.float32, torch.float64]
+
+
+def randn(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+def torch_pair(d_model=16, num_heads=4, bias=True, dtype=torch.float32, seed=0):
+    """A seeded nn.MultiheadAttention (random biases too) and the book module copied from it."""
+    torch.manual_seed(seed)
+    reference = nn.MultiheadAttention(d_model, num_heads, bias=bias, batch_first=True,
+                                      dtype=dtype).eval()
+    if bias:
+        with torch.no_grad():
+            reference.in_proj_bias.normal_()
+            reference.out_proj.bias.normal_()
+    return reference, MultiHeadAttention.from_torch(reference)
+
+
+def run_torch(reference, q, k, v, **kwargs):
+    return reference(q, k, v, need_weights=True, average_attn_weights=False, **kwargs)
+
+
+def assert_close(ours, theirs, tol=1e-5):
+    for a, b in zip(ours, theirs):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("self_attention", [True, False])
+def test_matches_torch_without_mask(dtype, bias, self_attention):
+    reference, module = torch_pair(bias=bias, dtype=dtype)
+    q = randn(3, 5, 16, dtype=dtype, seed=1)
+    k, v = (q, q) if self_attention else (randn(3, 7, 16, dtype=dtype, seed=2),
+                                           randn(3, 7, 16, dtype=dtype, seed=3))
+    out, weights = module(q, k, v)
+    assert out.shape == (3, 5, 16) and weights.shape == (3, 4, 5, k.shape[1])
+    assert_close((out, weights), run_torch(reference, q, k, v))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_matches_torch_with_padding_mask(dtype, bias):
+    reference, module = torch_pair(bias=bias, dtype=dtype)
+    q, kv = randn(4, 5, 16, dtype=dtype, seed=1), randn(4, 7, 16, dtype=dtype, seed=2)
+    mask = valid_length_mask(torch.tensor([7, 3, 1, 5]), 7)  # (B, K), True = may attend
+    ours = module(q, kv, kv, mask[:, None, None, :])
+    theirs = run_torch(reference, q, kv, kv, key_padding_mask=to_key_padding_mask(mask))
+    assert_close(ours, theirs)
+    assert torch.all(ours[1][~mask[:, None, None, :].expand_as(ours[1])] == 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_matches_torch_with_causal_and_padding_mask(dtype, bias):
+    reference, module = torch_pair(bias=bias, dtype=dtype)
+    x = randn(2, 6, 16, dtype=dtype, seed=1)
+    causal = causal_mask(6)  # (Q, K), True = may attend
+    assert_close(module(x, x, x, causal), run_torch(reference, x, x, x, attn_mask=~causal))
+    padding = valid_length_mask(torch.tensor([6, 4]), 6)  # (B, K)
+    ours = module(x, x, x, causal & padding[:, None, None, :])
+    theirs = run_torch(reference, x, x, x, attn_mask=~causal,
+                       key_padding_mask=to_key_padding_mask(padding))
+    assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (1, 5, 7), (3, 1, 5, 7), (3, 4, 5, 7), (3, 1, 1, 7),
+                                   (1, 4, 1, 1), (7,)])
+def test_every_broadcastable_mask_shape_matches_the_full_mask(shape):
+    module = MultiHeadAttention(16, 4).eval()
+    q, kv = randn(3, 5, 16, seed=1), randn(3, 7, 16, seed=2)
+    mask = torch.rand(shape, generator=torch.Generator().manual_seed(3)) > 0.3
+    full = mask.expand(3, 4, 5, 7)
+    assert_close(module(q, kv, kv, mask), module(q, kv, kv, full), tol=0)
+
+
+def test_equals_per_head_scaled_dot_product_attention():
+    module = MultiHeadAttention(12, 3).eval()
+    q, kv = randn(2, 4, 12, seed=1), randn(2, 6, 12, seed=2)
+    mask = causal_mask(4, 6)
+    heads, weights = scaled_dot_product_attention(module.split_heads(module.w_q(q)),
+                                                  module.split_heads(module.w_k(kv)),
+                                                  module.split_heads(module.w_v(kv)), mask)
+    expected = module.w_o(module.merge_heads(heads))
+    assert_close(module(q, kv, kv, mask), (expected, weights))
+
+
+def test_split_and_merge_heads_are_inverse():
+    module = MultiHeadAttention(12, 3)
+    x = randn(2, 5, 12)
+    heads = module.split_heads(x)
+    assert heads.shape == (2, 3, 5, 4)
+    torch.testing.assert_close(heads[:, 1], x[..., 4:8], atol=0, rtol=0)
+    torch.testing.assert_close(module.merge_heads(heads), x, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_to_torch_round_trip(bias):
+    module = MultiHeadAttention(16, 2, bias=bias).double().eval()
+    reference = module.to_torch()
+    assert reference.batch_first and reference.in_proj_weight.dtype == torch.float64
+    x = randn(2, 5, 16, dtype=torch.float64)
+    assert_close(module(x, x, x), run_torch(reference, x, x, x))
+    back = MultiHeadAttention.from_torch(reference)
+    for name, tensor in module.state_dict().items():
+        torch.testing.assert_close(back.state_dict()[name], tensor, atol=0, rtol=0)
+
+
+def test_weights_are_returned_not_stashed_and_gradients_flow():
+    module = MultiHeadAttention(8, 2)
+    x = randn(2, 3, 8).requires_grad_()
+    out, weights = module(x, x, x, causal_mask(3))
+    (out.sum() + weights.sum()).backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+    assert all(not isinstance(value, torch.Tensor) for value in vars(module).values())
+
+
+def test_dropout_only_while_training():
+    module = MultiHeadAttention(8, 2, dropout=0.5)
+    x = randn(2, 6, 8)
+    torch.testing.assert_close(module.eval()(x, x, x)[0], module.eval()(x, x, x)[0])
+    torch.manual_seed(0)
+    out, weights = module.train()(x, x, x)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, 6))  # returned undropped
+    assert not torch.allclose(out, module.eval()(x, x, x)[0])
+
+
+@given(batch=st.integers(1, 3), num_queries=st.integers(1, 6), num_keys=st.integers(1, 6),
+       num_heads=st.sampled_from([1, 2, 4]), seed=st.integers(0, 2**16))
+def test_weights_rows_sum_to_one_or_zero(batch, num_queries, num_keys, num_heads, seed):
+    gen = torch.Generator().manual_seed(seed)
+    module = MultiHeadAttention(8, num_heads)
+    q = torch.randn(batch, num_queries, 8, generator=gen) * 10
+    kv = torch.randn(batch, num_keys, 8, generator=gen) * 10
+    mask = torch.rand(batch, 1, num_queries, num_keys, generator=gen) > 0.5
+    out, weights = module(q, kv, kv, mask)
+    assert torch.isfinite(out).all() and torch.isfinite(weights).all()
+    sums = weights.sum(-1)  # (B, H, Q)
+    has_key = mask.any(-1).expand_as(sums)
+    torch.testing.assert_close(sums[has_key], torch.ones_like(sums[has_key]))
+    assert torch.all(sums[~has_key] == 0)
+    assert torch.all(weights[~mask.expand_as(weights)] == 0)
+
+
+@given(batch=st.integers(1, 3), length=st.integers(1, 7), seed=st.integers(0, 2**16),
+       padding=st.booleans())
+def test_self_attention_is_permutation_equivariant(batch, length, seed, padding):
+    gen = torch.Generator().manual_seed(seed)
+    module = MultiHeadAttention(8, 2).double()
+    x = torch.randn(batch, length, 8, generator=gen, dtype=torch.float64)
+    perm = torch.randperm(length, generator=gen)
+    mask = None
+    if padding:  # a padding mask (B, 1, 1, K) is permuted with its keys
+        mask = torch.rand(batch, 1, 1, length, generator=gen) > 0.3
+    out, weights = module(x, x, x, mask)
+    out_p, weights_p = module(x[:, perm], x[:, perm], x[:, perm],
+                              None if mask is None else mask[..., perm])
+    torch.testing.assert_close(out_p, out[:, perm])
+    torch.testing.assert_close(weights_p, weights[:, :, perm][..., perm])
+
+
+def test_bad_construction_raises_value_error():
+    with pytest.raises(ValueError, match=r"d_model=10 must be divisible by num_heads=3"):
+        MultiHeadAttention(10, 3)
+    for bad in (0, -2, 2.0, True):
+        with pytest.raises(ValueError, match="num_heads"):
+            MultiHeadAttention(8, bad)
+    with pytest.raises(ValueError, match="d_model"):
+        MultiHeadAttention(0, 1)
+    with pytest.raises(ValueError, match="dropout"):
+        MultiHeadAttention(8, 2, dropout=1.0)
+
+
+@pytest.mark.parametrize("q_shape, k_shape, v_shape, name", [
+    ((5, 8), (2, 5, 8), (2, 5, 8), "queries"),
+    ((2, 5, 8), (2, 1, 5, 8), (2, 5, 8), "keys"),
+    ((2, 5, 6), (2, 5, 8), (2, 5, 8), "queries"),
+    ((2, 5, 8), (2, 5, 8), (2, 5, 6), "values"),
+    ((2, 5, 8), (3, 5, 8), (3, 5, 8), "batch size"),
+    ((2, 5, 8), (2, 5, 8), (2, 4, 8), "same number of keys"),
+])
+def test_bad_inputs_raise_value_error_naming_them(q_shape, k_shape, v_shape, name):
+    module = MultiHeadAttention(8, 2)
+    with pytest.raises(ValueError, match=name):
+        module(torch.zeros(q_shape), torch.zeros(k_shape), torch.zeros(v_shape))
+
+
+def test_bad_dtype_and_bad_mask_raise_value_error():
+    module = MultiHeadAttention(8, 2)
+    x = torch.zeros(2, 5, 8)
+    with pytest.raises(ValueError, match="queries must have the parameters' dtype"):
+        module(x.double(), x, x)
+    with pytest.raises(ValueError, match="mask must be a bool tensor"):
+        module(x, x, x, torch.ones(5, 5))
+    for shape in [(2, 4), (3, 1, 1, 5), (2, 3, 5, 5), (1, 2, 1, 5, 5), (5, 4)]:
+        with pytest.raises(ValueError, match=re.escape(f"mask of shape {shape}")):
+            module(x, x, x, torch.ones(shape, dtype=torch.bool))
+
+
+def test_from_torch_rejects_unsupported_options():
+    with pytest.raises(ValueError, match="mha"):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, kdim=4))
+    with pytest.raises(ValueError, match="mha"):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, add_bias_kv=True))
+    with pytest.raises(ValueError, match="mha"):
+        MultiHeadAttention.from_torch(nn.Linear(8, 8))
