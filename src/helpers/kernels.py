@@ -13,6 +13,7 @@ import numbers
 
 import torch
 from torch import nn
+from .attention import masked_softmax
 
 __all__ = ["gaussian_kernel", "nadaraya_watson", "NWKernelRegression", "train_nw"]
 
@@ -119,14 +120,9 @@ def nadaraya_watson(queries, keys, values, w=1.0, *, bandwidth=None, mask=None):
     w = _resolve_w(w, bandwidth)
     distances = queries[:, None] - keys[None, :]  # (Q, K)
     scores = -0.5 * (distances * w) ** 2  # (Q, K)
-    if mask is None:
-        weights = torch.softmax(scores, dim=-1)  # (Q, K)
-    else:
+    if mask is not None:
         mask = mask.to(scores.device)
-        any_allowed = mask.any(dim=-1, keepdim=True)  # (Q, 1)
-        scores = scores.masked_fill(~mask, float("-inf"))
-        scores = torch.where(any_allowed, scores, torch.zeros_like(scores))
-        weights = torch.softmax(scores, dim=-1) * mask  # fully masked rows become 0
+    weights = masked_softmax(scores, mask)  # (Q, K); a fully masked row gives zeros
     return weights @ values, weights
 
 
