@@ -1,0 +1,301 @@
+"""The Transformer's other parts: FFN, LayerNorm, Add & Norm, encoder and decoder blocks.
+
+Post-LN (the original paper, ``norm_first=False``) normalises after each residual sum,
+``x = LN(x + sublayer(x))``; pre-LN (``norm_first=True``) normalises the sublayer's input,
+``x = x + sublayer(LN(x))``, and the stack ends with one more LayerNorm. Blocks return
+their attention weights; nothing is stashed on ``self``. ``from_torch`` builds a block
+holding the weights of ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` so
+the two can be shown equal. The full encoder–decoder model :class:`Seq2SeqTransformer`
+and :func:`greedy_decode` live in :mod:`helpers.seq2seq` (with the toy task and the
+training loop) and are re-exported here.
+
+Mask convention: bool, **True = may attend**, broadcastable to (B, H, Q, K). Shapes: B
+batch, T target positions, S source positions, D features (``d_model``), H heads.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from helpers.attention import MultiHeadAttention
+
+__all__ = ["PositionWiseFFN", "LayerNorm", "batch_norm_tokens", "AddNorm", "EncoderBlock",
+           "DecoderBlock", "Seq2SeqTransformer", "greedy_decode"]
+
+_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _probability(value, name: str = "dropout") -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+    return float(value)
+
+
+def _check_features(x, name: str, d_model: int, ndim: int = 3) -> None:
+    """Raise ValueError unless x is a floating (B, T, D) tensor with D = d_model."""
+    if not isinstance(x, torch.Tensor) or x.dim() != ndim or not x.is_floating_point():
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a floating tensor of shape (B, T, D), got {got}")
+    if x.shape[-1] != d_model:
+        raise ValueError(f"{name} must have d_model={d_model} features in the last axis, got "
+                         f"shape {tuple(x.shape)}")
+
+
+class PositionWiseFFN(nn.Module):
+    """The same two-layer MLP applied to every position: ``linear2(dropout(act(linear1(x))))``.
+
+    ``PositionWiseFFN(d_model, ffn_hidden, dropout=0.0, activation="relu")``: ``linear1``
+    is D → F (F = ``ffn_hidden``, usually 4·D), ``linear2`` F → D, the names of
+    ``nn.TransformerEncoderLayer``; ``activation`` is ``"relu"`` or ``"gelu"``.
+    forward: (B, T, D) → (B, T, D); positions never mix.
+    """
+
+    def __init__(self, d_model: int, ffn_hidden: int, dropout: float = 0.0,
+                 activation: str = "relu"):
+        super().__init__()
+        d_model = _positive_int(d_model, "d_model")
+        ffn_hidden = _positive_int(ffn_hidden, "ffn_hidden")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, "
+                             f"got {activation!r}")
+        self.activation_name = activation
+        self.linear1 = nn.Linear(d_model, ffn_hidden)  # D → F
+        self.activation = _ACTIVATIONS[activation]()
+        self.dropout = nn.Dropout(_probability(dropout))
+        self.linear2 = nn.Linear(ffn_hidden, d_model)  # F → D
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))  # (B, T, D)
+
+
+class LayerNorm(nn.Module):
+    """Layer normalisation written out: each token's D features → mean 0, variance 1.
+
+    ``y = (x − mean) / sqrt(var + eps) · weight + bias``, mean and (biased) variance over
+    the last axis only, so every token is normalised on its own: no dependence on the batch
+    or on padding. Equal to ``nn.LayerNorm(d_model, eps)``. (…, D) → (…, D).
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        self.d_model = _positive_int(d_model, "d_model")
+        self.eps = float(eps)
+        self.weight = nn.Parameter(torch.ones(self.d_model))  # (D,) gain γ
+        self.bias = nn.Parameter(torch.zeros(self.d_model))  # (D,) shift β
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, eps={self.eps}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        var, mean = torch.var_mean(x, dim=-1, unbiased=False, keepdim=True)  # (…, 1) each
+        return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias  # (…, D)
+
+
+def batch_norm_tokens(x: torch.Tensor, valid: torch.Tensor | None = None,
+                      eps: float = 1e-5) -> torch.Tensor:
+    """Batch normalisation of tokens, for comparison with :class:`LayerNorm`: each of the
+    D features → mean 0, variance 1 over all B·T tokens of the batch (no learned scale).
+
+    x (B, T, D); ``valid`` an optional bool (B, T), True = real token: statistics then
+    use the real tokens only. Returns (B, T, D). Unlike LayerNorm, a token's output
+    depends on the other sequences in the batch (and, without ``valid``, on the padding).
+    """
+    _check_features(x, "x", x.shape[-1] if isinstance(x, torch.Tensor) else 0)
+    if valid is None:
+        valid = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+    if not isinstance(valid, torch.Tensor) or valid.dtype != torch.bool \
+            or valid.shape != x.shape[:2]:
+        got = (tuple(valid.shape), valid.dtype) if isinstance(valid, torch.Tensor) else valid
+        raise ValueError(f"valid must be a bool tensor of shape (B, T) = "
+                         f"{tuple(x.shape[:2])}, got {got}")
+    weight = valid.to(x.dtype)[..., None]  # (B, T, 1)
+    count = weight.sum().clamp_min(1)
+    mean = (x * weight).sum(dim=(0, 1)) / count  # (D,)
+    var = ((x - mean) ** 2 * weight).sum(dim=(0, 1)) / count  # (D,)
+    return (x - mean) * torch.rsqrt(var + eps)  # (B, T, D)
+
+
+class AddNorm(nn.Module):
+    """Residual connection then layer norm: ``forward(x, sublayer_out) =
+    norm(x + dropout(sublayer_out))``, both (B, T, D) → (B, T, D). ``norm`` is a
+    :class:`LayerNorm`, ``dropout`` an ``nn.Dropout``."""
+
+    def __init__(self, d_model: int, dropout: float = 0.0, eps: float = 1e-5):
+        super().__init__()
+        self.norm = LayerNorm(d_model, eps)
+        self.dropout = nn.Dropout(_probability(dropout))
+
+    def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
+        if sublayer_out.shape != x.shape:
+            raise ValueError(f"sublayer_out must have x's shape {tuple(x.shape)}, got "
+                             f"{tuple(sublayer_out.shape)}")
+        return self.norm(x + self.dropout(sublayer_out))  # (B, T, D)
+
+
+class _Block(nn.Module):
+    """Shared by the encoder and decoder blocks: the residual wiring, post- or pre-LN."""
+
+    def _sublayer(self, add_norm: AddNorm, x: torch.Tensor, fn):
+        """Post-LN: ``add_norm(x, fn(x))``; pre-LN: ``x + dropout(fn(norm(x)))``.
+        ``fn`` returns ``(out, weights)``; returns ``(new x, weights)``."""
+        if self.norm_first:
+            out, weights = fn(add_norm.norm(x))
+            return x + add_norm.dropout(out), weights
+        out, weights = fn(x)
+        return add_norm(x, out), weights
+
+    def _copy_common(self, layer: nn.Module, norms: tuple[str, ...]) -> None:
+        """Copy the FFN and LayerNorm weights of a torch layer (checks done by the caller)."""
+        with torch.no_grad():
+            for name in ("linear1", "linear2"):
+                getattr(self.ffn, name).weight.copy_(getattr(layer, name).weight)
+                getattr(self.ffn, name).bias.copy_(getattr(layer, name).bias)
+            for i, name in enumerate(norms):
+                ours, theirs = getattr(self, f"add_norm{i + 1}").norm, getattr(layer, name)
+                ours.weight.copy_(theirs.weight)
+                ours.bias.copy_(theirs.bias)
+                ours.eps = theirs.eps
+
+
+def _torch_layer_settings(layer: nn.Module, kind: type, name: str) -> dict:
+    """The constructor arguments of a block equal to an nn.Transformer*Layer."""
+    if not isinstance(layer, kind):
+        raise ValueError(f"{name} must be an nn.{kind.__name__}, got {type(layer).__name__}")
+    act = layer.activation
+    activation = ("relu" if act in (F.relu,) or isinstance(act, nn.ReLU) else
+                  "gelu" if act in (F.gelu,) or isinstance(act, nn.GELU) else None)
+    if activation is None or getattr(act, "approximate", "none") != "none":
+        raise ValueError(f"{name}.activation must be relu or (exact) gelu, got {act!r}")
+    parts = [layer.linear1, layer.linear2] + [m for n, m in layer.named_children()
+                                              if n.startswith("norm")]
+    if any(m.bias is None for m in parts):
+        raise ValueError(f"{name} must be built with bias=True (this block always has biases)")
+    return dict(d_model=layer.linear1.in_features, num_heads=layer.self_attn.num_heads,
+                ffn_hidden=layer.linear1.out_features, dropout=layer.dropout.p,
+                norm_first=layer.norm_first, activation=activation)
+
+
+class EncoderBlock(_Block):
+    """One encoder layer: self-attention and a position-wise FFN, each with Add & Norm.
+
+    ``EncoderBlock(d_model, num_heads, ffn_hidden, dropout=0.0, norm_first=False,
+    activation="relu")``. Post-LN (default): ``x = norm1(x + sa(x)); x = norm2(x +
+    ffn(x))``; pre-LN: ``x = x + sa(norm1(x)); x = x + ffn(norm2(x))``. Parts:
+    ``self_attn`` (:class:`~helpers.attention.MultiHeadAttention`), ``ffn``
+    (:class:`PositionWiseFFN`), ``add_norm1``, ``add_norm2`` (:class:`AddNorm`; their
+    norms are also ``norm1``, ``norm2``).
+
+    ``forward(x, mask=None)``: x (B, T, D), bool mask (True = may attend) broadcastable to
+    (B, H, T, T), e.g. a (B, T) padding mask as ``mask[:, None, None, :]``. Returns
+    ``(out (B, T, D), weights (B, H, T, T))``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, ffn_hidden: int, dropout: float = 0.0,
+                 norm_first: bool = False, activation: str = "relu"):
+        super().__init__()
+        self.ffn = PositionWiseFFN(d_model, ffn_hidden, dropout, activation)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.add_norm1, self.add_norm2 = AddNorm(d_model, dropout), AddNorm(d_model, dropout)
+        self.d_model, self.norm_first = d_model, bool(norm_first)
+
+    norm1 = property(lambda self: self.add_norm1.norm)
+    norm2 = property(lambda self: self.add_norm2.norm)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        _check_features(x, "x", self.d_model)
+        # 1) self-attention: every position looks at every (unmasked) position
+        x, weights = self._sublayer(self.add_norm1, x,
+                                    lambda h: self.self_attn(h, h, h, mask))  # (B, T, D)
+        # 2) position-wise feed-forward network
+        x, _ = self._sublayer(self.add_norm2, x, lambda h: (self.ffn(h), None))  # (B, T, D)
+        return x, weights  # (B, T, D), (B, H, T, T)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderBlock":
+        """An EncoderBlock holding (copies of) the weights of an ``nn.TransformerEncoderLayer``
+        (relu or gelu, with biases), same ``norm_first``, eps, dropout, device and dtype.
+        Call it with batch-first inputs (B, T, D) whatever the layer's ``batch_first``."""
+        block = cls(**_torch_layer_settings(layer, nn.TransformerEncoderLayer, "layer"))
+        weight = layer.linear1.weight
+        block.to(device=weight.device, dtype=weight.dtype)
+        block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        block._copy_common(layer, ("norm1", "norm2"))
+        return block.train(layer.training)
+
+
+class DecoderBlock(_Block):
+    """One decoder layer: masked self-attention, cross-attention to the encoder output
+    (``memory``), and a position-wise FFN, each with Add & Norm (post- or pre-LN).
+
+    Parts: ``self_attn``, ``cross_attn`` (MultiHeadAttention), ``ffn``, ``add_norm1..3``
+    (norms also ``norm1..3``), the names of ``nn.TransformerDecoderLayer``'s parts
+    (``multihead_attn`` there is ``cross_attn`` here).
+
+    ``forward(x, memory, self_mask=None, memory_mask=None)``: x (B, T, D), memory (B, S, D);
+    ``self_mask`` broadcastable to (B, H, T, T), usually the causal (T, T) mask of
+    :func:`helpers.masks.causal_mask`; ``memory_mask`` broadcastable to (B, H, T, S), e.g.
+    the source padding mask as ``mask[:, None, None, :]``. Returns ``(out (B, T, D),
+    self_weights (B, H, T, T), cross_weights (B, H, T, S))``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, ffn_hidden: int, dropout: float = 0.0,
+                 norm_first: bool = False, activation: str = "relu"):
+        super().__init__()
+        self.ffn = PositionWiseFFN(d_model, ffn_hidden, dropout, activation)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.add_norm1, self.add_norm2, self.add_norm3 = (AddNorm(d_model, dropout)
+                                                          for _ in range(3))
+        self.d_model, self.norm_first = d_model, bool(norm_first)
+
+    norm1 = property(lambda self: self.add_norm1.norm)
+    norm2 = property(lambda self: self.add_norm2.norm)
+    norm3 = property(lambda self: self.add_norm3.norm)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                self_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None):
+        _check_features(x, "x", self.d_model)
+        _check_features(memory, "memory", self.d_model)
+        if memory.shape[0] != x.shape[0]:
+            raise ValueError(f"memory must have x's batch size B={x.shape[0]}, got shape "
+                             f"{tuple(memory.shape)}")
+        # 1) masked self-attention over the target prefix
+        x, self_weights = self._sublayer(
+            self.add_norm1, x, lambda h: self.self_attn(h, h, h, self_mask))  # (B, T, D)
+        # 2) cross-attention: queries from the decoder, keys and values from the encoder
+        x, cross_weights = self._sublayer(
+            self.add_norm2, x, lambda h: self.cross_attn(h, memory, memory, memory_mask))
+        # 3) position-wise feed-forward network
+        x, _ = self._sublayer(self.add_norm3, x, lambda h: (self.ffn(h), None))  # (B, T, D)
+        return x, self_weights, cross_weights  # (B, T, D), (B, H, T, T), (B, H, T, S)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":
+        """A DecoderBlock holding (copies of) the weights of an ``nn.TransformerDecoderLayer``
+        (``self_attn`` → ``self_attn``, ``multihead_attn`` → ``cross_attn``, linear1/2,
+        norm1..3). Call it with batch-first inputs."""
+        block = cls(**_torch_layer_settings(layer, nn.TransformerDecoderLayer, "layer"))
+        weight = layer.linear1.weight
+        block.to(device=weight.device, dtype=weight.dtype)
+        block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        block.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+        block._copy_common(layer, ("norm1", "norm2", "norm3"))
+        return block.train(layer.training)
+
+
+def __getattr__(name: str):
+    # the full model lives in helpers.seq2seq (imported lazily: it imports this module)
+    if name in ("Seq2SeqTransformer", "greedy_decode"):
+        from helpers import seq2seq
+        return getattr(seq2seq, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
