@@ -23,6 +23,7 @@ from helpers.scoring_experiments import (
     softmax_saturation,
     softmax_with_temperature,
     time_call,
+    time_scorers,
 )
 
 sizes = st.integers(min_value=1, max_value=6)
@@ -267,3 +268,29 @@ def test_time_call_counts_calls_and_returns_the_minimum():
 def test_time_call_rejects_bad_counts(kwargs, match):
     with pytest.raises(ValueError, match=match):
         time_call(lambda: None, **kwargs)
+
+
+def test_time_scorers_times_every_scorer_at_every_length():
+    shapes = []
+
+    def record(queries, keys):
+        shapes.append((tuple(queries.shape), tuple(keys.shape), torch.is_grad_enabled()))
+        return queries @ keys.T
+
+    seconds = time_scorers({"dot": record, "also dot": lambda q, k: q @ k.T}, [3, 5], dim=4,
+                           repeats=2)
+    assert set(seconds) == {"dot", "also dot"}
+    assert all(len(times) == 2 and all(t >= 0 for t in times) for times in seconds.values())
+    # one warm-up call and two timed calls per length, all without autograd
+    assert shapes == [((3, 4), (3, 4), False)] * 3 + [((5, 4), (5, 4), False)] * 3
+
+
+@pytest.mark.parametrize("scorers, lengths, dim, match", [
+    ({}, [4], 2, "scorers must be a non-empty dict"),
+    ({"x": 1}, [4], 2, "scorers must be a non-empty dict"),
+    ({"x": lambda q, k: q}, [], 2, "lengths must be a non-empty sequence"),
+    ({"x": lambda q, k: q}, [4], 0, "dim must be a positive integer"),
+])
+def test_time_scorers_rejects_bad_arguments(scorers, lengths, dim, match):
+    with pytest.raises(ValueError, match=match):
+        time_scorers(scorers, lengths, dim)

@@ -27,6 +27,7 @@ __all__ = [
     "SaturationRow",
     "softmax_saturation",
     "time_call",
+    "time_scorers",
 ]
 
 
@@ -233,3 +234,28 @@ def time_call(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1) ->
         fn()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def time_scorers(scorers: dict[str, Callable], lengths: Sequence[int], dim: int, *,
+                 repeats: int = 3, seed: int = 0) -> dict[str, list[float]]:
+    """Time each scoring function on a sequence scored against itself, for each length T.
+
+    For each T in ``lengths`` it draws x of shape (T, D) (standard normal, from a generator
+    seeded with ``seed``) and times ``score(x, x)``, which should return (T, T) scores, with
+    :func:`time_call` under ``torch.no_grad()``. ``scorers`` maps a name to a function
+    ``(queries (Q, D), keys (K, D)) -> scores (Q, K)``. Returns ``{name: [seconds per T]}``.
+    Wall-clock times: never print them where a notebook's outputs are compared.
+    """
+    if not isinstance(scorers, dict) or not scorers or not all(map(callable, scorers.values())):
+        raise ValueError("scorers must be a non-empty dict of name -> callable(queries, keys), "
+                         f"got {scorers!r}")
+    lengths = _check_dims(lengths, "lengths")
+    dim = _check_positive_int(dim, "dim")
+    generator = torch.Generator().manual_seed(seed)
+    seconds: dict[str, list[float]] = {name: [] for name in scorers}
+    with torch.no_grad():
+        for length in lengths:
+            x = torch.randn(length, dim, generator=generator)  # (T, D): queries = keys
+            for name, score in scorers.items():
+                seconds[name].append(time_call(lambda: score(x, x), repeats=repeats))
+    return seconds
