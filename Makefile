@@ -43,7 +43,8 @@ book/vendor/.stamp: node_modules/.package-lock.json book/tools/vendor.py $(VENV)
 # Build in a staging folder; the site in _build/html is replaced only when the build is
 # clean (zero warnings), so a failed build never leaves a half-built site behind.
 book: check-tools $(VENV)/.installed book/vendor/.stamp
-	$(VENV)/bin/jupyter-book build . --path-output $(STAGE) -W -n --keep-going --quiet \
+	@echo "Building the book (jupyter-book build . -W -n --keep-going) ..."
+	@$(VENV)/bin/jupyter-book build . --path-output $(STAGE) -W -n --keep-going --quiet \
 		|| { echo "error: the book build failed or warned (see above); $(SITE) left as it was"; exit 1; }
 	@rm -rf $(SITE).new && cp -a $(STAGE)/_build/html $(SITE).new && rm -rf $(SITE) && mv $(SITE).new $(SITE)
 	@echo "Built the book: open $(CURDIR)/$(SITE)/index.html (or run: make serve)"
