@@ -1,0 +1,142 @@
+"""helpers.hopfield: Hebbian storage, energy descent, capacity, the modern (attention) update."""
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.nn import functional as F
+
+from helpers.attention import scaled_dot_product_attention
+from helpers.hopfield import (capacity_curve, corrupt, digit_patterns, energy, hebbian_weights,
+                              hopfield_weights, modern_energy, modern_hopfield_update, recall,
+                              retrieve)
+
+
+def random_patterns(count, num_units, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 2, (count, num_units), generator=gen, dtype=torch.float64) * 2 - 1
+
+
+# ---------------------------------------------------------------- classical
+def test_hebbian_weights():
+    patterns = random_patterns(3, 8, seed=0)
+    weights = hebbian_weights(patterns)
+    assert weights.shape == (8, 8)
+    assert torch.equal(weights, weights.T)
+    assert torch.equal(weights.diagonal(), torch.zeros(8, dtype=torch.float64))
+    expected = sum(torch.outer(p, p) for p in patterns) / 8
+    torch.testing.assert_close(weights, expected - torch.diag(expected.diagonal()))
+    assert hebbian_weights(patterns.long()).dtype == torch.get_default_dtype()
+    with pytest.raises(ValueError, match="-1 and \\+1"):
+        hebbian_weights(torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="2-D"):
+        hebbian_weights(torch.ones(4))
+
+
+def test_energy_batch_and_single():
+    patterns = random_patterns(2, 6, seed=1)
+    weights = hebbian_weights(patterns)
+    single = energy(weights, patterns[0])
+    assert single.shape == ()
+    torch.testing.assert_close(single, -0.5 * patterns[0] @ weights @ patterns[0])
+    assert energy(weights, patterns).shape == (2,)
+
+
+@given(num_units=st.integers(2, 24), count=st.integers(1, 6), seed=st.integers(0, 2**16),
+       steps=st.integers(1, 4))
+def test_async_recall_never_raises_energy(num_units, count, seed, steps):
+    weights = hebbian_weights(random_patterns(count, num_units, seed))
+    start = random_patterns(3, num_units, seed + 1)  # three states side by side
+    final, energies = recall(weights, start, steps, mode="async",
+                             generator=torch.Generator().manual_seed(seed))
+    assert energies.shape == (steps + 1, 3)
+    assert bool((energies[1:] <= energies[:-1] + 1e-12).all())
+    torch.testing.assert_close(energies[-1], energy(weights, final))
+    assert bool(((final == 1) | (final == -1)).all())
+
+
+def test_recall_is_seeded_and_repairs_a_corrupted_pattern():
+    patterns = random_patterns(3, 100, seed=2)
+    weights = hebbian_weights(patterns)
+    noisy = corrupt(patterns[1], 0.15, torch.Generator().manual_seed(3))
+    assert int((noisy != patterns[1]).sum()) == 15
+    runs = [recall(weights, noisy, 5, generator=torch.Generator().manual_seed(4))
+            for _ in range(2)]
+    assert torch.equal(runs[0][0], runs[1][0])
+    assert torch.equal(runs[0][0], patterns[1])
+    final, energies = recall(weights, noisy, 5, mode="sync")
+    assert torch.equal(final, patterns[1]) and energies.shape == (6,)
+
+
+def test_corrupt_flips_exactly_a_fraction_per_row():
+    patterns = random_patterns(4, 20, seed=5)
+    noisy = corrupt(patterns, 0.25, torch.Generator().manual_seed(6))
+    assert (noisy != patterns).sum(dim=-1).tolist() == [5, 5, 5, 5]
+    assert torch.equal(corrupt(patterns, 0.0), patterns)
+    with pytest.raises(ValueError, match="fraction"):
+        corrupt(patterns, 1.5)
+
+
+def test_recall_bad_arguments():
+    weights = hebbian_weights(random_patterns(2, 5, seed=7))
+    with pytest.raises(ValueError, match="mode"):
+        recall(weights, torch.ones(5), mode="random")
+    with pytest.raises(ValueError, match="state"):
+        recall(weights, torch.ones(6))
+
+
+def test_capacity_below_and_above_the_limit():
+    fractions = capacity_curve(60, [3, 18], trials=3, generator=torch.Generator().manual_seed(8))
+    assert fractions.shape == (2,)
+    assert fractions[0] >= 0.95  # P = 0.05 N: almost every pattern is a fixed point
+    assert fractions[1] <= 0.5  # P = 0.3 N, beyond 0.138 N: most are lost
+
+
+# ---------------------------------------------------------------- modern Hopfield
+def test_modern_update_is_attention():
+    gen = torch.Generator().manual_seed(9)
+    stored = torch.randn(16, 5, generator=gen, dtype=torch.float64)  # X (N, P)
+    xi = torch.randn(16, generator=gen, dtype=torch.float64)  # (N,)
+    beta = 0.7
+    updated = modern_hopfield_update(stored, xi, beta)
+    assert updated.shape == (16,)
+    torch.testing.assert_close(updated, stored @ torch.softmax(beta * stored.T @ xi, dim=0))
+    keys = stored.T[None]  # K = V = Xᵀ, (1, P, N)
+    by_sdpa = F.scaled_dot_product_attention(xi[None, None], keys, keys, scale=beta)
+    torch.testing.assert_close(updated, by_sdpa[0, 0])
+    # the book's attention scales by 1/√N, so the query carries β √N
+    out, weights = scaled_dot_product_attention(xi[None, None] * beta * 16**0.5, keys, keys)
+    torch.testing.assert_close(updated, out[0, 0])
+    torch.testing.assert_close(hopfield_weights(stored, xi, beta), weights[0, 0])
+
+
+def test_large_beta_retrieves_nearest_digit_small_beta_gives_mean():
+    digits = digit_patterns()
+    assert digits.shape == (10, 35)
+    assert bool(((digits == 1) | (digits == -1)).all())
+    assert len({tuple(d.tolist()) for d in digits}) == 10
+    stored = digits.T  # X (N, P)
+    noisy = corrupt(digits, 3 / 35, torch.Generator().manual_seed(10))  # (10, N), 3 bits off
+    assert torch.equal((noisy @ stored).argmax(dim=-1), torch.arange(10))  # still nearest
+    torch.testing.assert_close(retrieve(stored, noisy, beta=8.0, steps=1), digits,
+                               atol=1e-3, rtol=0)
+    torch.testing.assert_close(retrieve(stored, noisy, beta=1e-4, steps=3),
+                               digits.mean(0).expand(10, -1), atol=1e-3, rtol=0)
+
+
+def test_modern_update_never_raises_energy():
+    gen = torch.Generator().manual_seed(11)
+    stored = torch.randn(12, 6, generator=gen, dtype=torch.float64)
+    xi = torch.randn(4, 12, generator=gen, dtype=torch.float64)
+    for beta in (0.1, 1.0, 5.0):
+        state = xi
+        for _ in range(4):
+            new = modern_hopfield_update(stored, state, beta)
+            assert bool((modern_energy(stored, new, beta) <= modern_energy(stored, state, beta)
+                         + 1e-12).all())
+            state = new
+
+
+def test_modern_shape_errors():
+    with pytest.raises(ValueError, match="xi"):
+        modern_hopfield_update(torch.randn(5, 3), torch.randn(4), 1.0)
