@@ -50,7 +50,7 @@ book: check-tools $(VENV)/.installed book/vendor/.stamp
 	@echo "Built the book: open $(CURDIR)/$(SITE)/index.html (or run: make serve)"
 
 test: book
-	$(PY) -m pytest --nbval -p no:cacheprovider tests chapters
+	$(PY) -m pytest --nbval -p no:cacheprovider tests chapters book/intro.ipynb
 
 serve:
 	@test -f $(SITE)/index.html || { echo "error: no site in $(SITE): run make book first"; exit 1; }

@@ -137,3 +137,37 @@ def _assert_slider_changes_picture(page, handle, page_path: str, index: int) -> 
     where = f"{page_path} slider {index}"
     assert after_label != before_label, f"{where}: the readout did not move"
     assert after_png != before_png, f"{where}: moving the slider did not change the picture"
+
+
+def test_offline_search_finds_a_chapter(browser, server):
+    page, external, errors = _open(browser, f"{server}/search.html?q=softmax")
+    try:
+        page.wait_for_selector("#search-results li, ul.search li", timeout=15000)
+        results = page.locator("#search-results li, ul.search li")
+        titles = " ".join(results.all_inner_texts())
+        assert results.count() >= 3, f"search for 'softmax' found only: {titles!r}"
+        assert "attention" in titles.lower()
+        assert external == [] and errors == [], (external, errors)
+    finally:
+        page.close()
+
+
+def test_chapter_pages_offer_download_and_launch_links(browser, server):
+    page, _, _ = _open(browser, f"{server}/chapters/02_attention_pooling.html")
+    try:
+        hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+        assert any(h.endswith("_sources/chapters/02_attention_pooling.ipynb") for h in hrefs), (
+            "no download link for the notebook")
+        url = _repository_url()
+        assert any(h.startswith("https://colab.research.google.com/github/") and
+                   url.removeprefix("https://github.com/") in h for h in hrefs), "no Colab link"
+        assert any(h.startswith("https://mybinder.org/v2/gh/") for h in hrefs), "no Binder link"
+    finally:
+        page.close()
+
+
+def _repository_url() -> str:
+    import sys
+    sys.path.insert(0, str(ROOT / "book" / "tools"))
+    import bootstrap
+    return bootstrap.repository_url()

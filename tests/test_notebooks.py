@@ -19,6 +19,8 @@ sys.path.insert(0, str(ROOT / "book" / "tools"))
 import bootstrap  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+# Every executed notebook of the book: the chapters and the landing page.
+NOTEBOOKS = CHAPTERS + [ROOT / "book" / "intro.ipynb"]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
@@ -45,7 +47,7 @@ def test_chapters_are_in_the_toc():
         assert f"chapters/{path.stem}" in toc, f"{path.name} is not listed in _toc.yml"
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_first_cell_is_the_bootstrap_cell(path):
     first = _load(path)["cells"][0]
     assert first["cell_type"] == "code", f"{path.name}: the first cell must be the bootstrap cell"
@@ -61,7 +63,7 @@ def test_bootstrap_url_is_the_config_url():
     assert f'BOOK_REPOSITORY = "{url}"' in bootstrap.cell_source()
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_executed_top_to_bottom(path):
     code = [c for c in _load(path)["cells"] if c["cell_type"] == "code"]
     counts = [c.get("execution_count") for c in code]
@@ -71,7 +73,7 @@ def test_executed_top_to_bottom(path):
         "(run `make execute`)")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_no_errors_or_unstable_text_in_outputs(path):
     for cell in _load(path)["cells"]:
         for out in cell.get("outputs", []):
@@ -87,14 +89,14 @@ def test_no_errors_or_unstable_text_in_outputs(path):
                     f"{text[:80]!r}")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_every_widget_view_has_saved_state(path):
     nb = _load(path)
     state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     views = [out["data"][WIDGET_VIEW]["model_id"]
              for cell in nb["cells"] for out in cell.get("outputs", [])
              if WIDGET_VIEW in out.get("data", {})]
-    assert views, f"{path.name}: no live figure; every chapter has at least one slider"
+    assert views, f"{path.name}: no live figure; every chapter (and the landing page) has one"
     missing = [v for v in views if v not in state]
     assert not missing, f"{path.name}: widget views without saved state (blank in the book)"
     kinds = {m["model_name"] for m in state.values()}
@@ -123,7 +125,7 @@ def test_chapter_shape(path):
     assert exercises[1].count("<details") == exercises[1].count("</details>")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_size_fits_the_page_budget(path):
     size = path.stat().st_size
     assert size < 2_500_000, f"{path.name} is {size / 1e6:.2f} MB; a page must stay under 2.5 MB"

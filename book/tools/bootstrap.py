@@ -44,7 +44,8 @@ def cell_source(url: str | None = None) -> str:
 
 
 def chapters() -> list[Path]:
-    return sorted((ROOT / "chapters").glob("*.ipynb"))
+    """Every notebook that starts with the bootstrap cell: the chapters and the landing page."""
+    return [*sorted((ROOT / "chapters").glob("*.ipynb")), ROOT / "book" / "intro.ipynb"]
 
 
 def main(argv: list[str]) -> int:

@@ -3,7 +3,7 @@
 JupyterLab does not save widget state by default, so a notebook saved from Lab renders blank
 widgets in the book. Run ``make execute`` (this script) before committing a chapter.
 
-    python book/tools/execute.py [chapters/NN_name.ipynb ...]   # default: every chapter
+    python book/tools/execute.py [chapters/NN_name.ipynb ...]   # default: every chapter + intro
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def _has_widgets(nb) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(p) for p in argv] or sorted((ROOT / "chapters").glob("*.ipynb"))
+    paths = [Path(p) for p in argv] or [
+        *sorted((ROOT / "chapters").glob("*.ipynb")), ROOT / "book" / "intro.ipynb"]
     for path in paths:
         seconds = execute(path.resolve())
         print(f"executed {path.name} in {seconds:.1f} s")
