@@ -31,7 +31,6 @@ import json
 import os
 import platform
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -40,17 +39,12 @@ import torch.nn.functional as F
 from helpers.attention import scaled_dot_product_attention
 from helpers.masks import causal_mask
 
+from common import load_average, time_interleaved  # noqa: E402  (benchmarks/common.py)
+
 SHAPE = (8, 8, 256, 64)  # (B, H, T, D)
 RATIO_BUDGET = 2.0
 DIFF_BUDGET = 1e-5
 
-
-def load_average() -> float:
-    """The 1-minute load average (NaN where the system does not report one)."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return float("nan")
 
 
 def make_inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -58,21 +52,6 @@ def make_inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     gen = torch.Generator().manual_seed(seed)
     return tuple(torch.randn(SHAPE, generator=gen, dtype=torch.float32) for _ in range(3))
 
-
-def time_interleaved(first, second, runs: int, warmup: int) -> tuple[list, list]:
-    """Seconds of each call of ``first()`` and ``second()``, called alternately ``runs`` times."""
-    for _ in range(warmup):
-        first()
-        second()
-    times_first, times_second = [], []
-    for _ in range(runs):
-        start = time.perf_counter()
-        first()
-        times_first.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        second()
-        times_second.append(time.perf_counter() - start)
-    return times_first, times_second
 
 
 def run_case(name: str, helper_call, torch_call, runs: int, warmup: int,

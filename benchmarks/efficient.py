@@ -34,17 +34,13 @@ import torch
 from helpers.attention import MultiHeadAttention
 from helpers.efficient import memory_comparison, naive_attention, tiled_attention, time_decoding
 
+from common import load_average  # noqa: E402  (benchmarks/common.py)
+
 LENGTHS = [512, 1024, 2048, 4096]
 DECODE_LENGTHS = [32, 64, 128, 256, 512]
 D_HEAD, BLOCK, D_MODEL, NUM_HEADS = 64, 128, 128, 4
 MIB = 2**20
 
-
-def load_average() -> float:
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return float("nan")
 
 
 def time_attention(length: int, runs: int) -> dict:

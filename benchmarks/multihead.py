@@ -31,7 +31,6 @@ import json
 import os
 import platform
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -40,17 +39,12 @@ from torch import nn
 from helpers.attention import MultiHeadAttention
 from helpers.masks import to_key_padding_mask, valid_length_mask
 
+from common import load_average, time_interleaved  # noqa: E402  (benchmarks/common.py)
+
 BATCH, LENGTH, D_MODEL, NUM_HEADS = 8, 256, 256, 8  # B, T, D, H
 RATIO_BUDGET = 1.5
 DIFF_BUDGET = 1e-5
 
-
-def load_average() -> float:
-    """The 1-minute load average (NaN where the system does not report one)."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return float("nan")
 
 
 def make_modules(seed: int = 0) -> tuple[nn.MultiheadAttention, MultiHeadAttention]:
@@ -63,21 +57,6 @@ def make_modules(seed: int = 0) -> tuple[nn.MultiheadAttention, MultiHeadAttenti
     return reference, MultiHeadAttention.from_torch(reference).eval()
 
 
-def time_alternating(first, second, runs: int, warmup: int) -> tuple[list, list]:
-    """Seconds of each call of ``first()`` and ``second()``, called alternately ``runs`` times."""
-    for _ in range(warmup):
-        first()
-        second()
-    times_first, times_second = [], []
-    for _ in range(runs):
-        start = time.perf_counter()
-        first()
-        times_first.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        second()
-        times_second.append(time.perf_counter() - start)
-    return times_first, times_second
-
 
 def run_case(name: str, helper_call, torch_call, runs: int, warmup: int,
              compare_weights: bool = True, budget: bool = True) -> dict:
@@ -87,7 +66,7 @@ def run_case(name: str, helper_call, torch_call, runs: int, warmup: int,
         diffs = [(out - out_ref).abs().max().item()]
         if compare_weights:
             diffs.append((weights - weights_ref).abs().max().item())
-        helper_times, torch_times = time_alternating(helper_call, torch_call, runs, warmup)
+        helper_times, torch_times = time_interleaved(helper_call, torch_call, runs, warmup)
     helper_s, torch_s = statistics.median(helper_times), statistics.median(torch_times)
     ratio = helper_s / torch_s
     return {"case": name, "helper_ms": helper_s * 1e3, "torch_ms": torch_s * 1e3,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import time
@@ -37,15 +36,11 @@ import torch
 from helpers.seq2seq import (BOS, greedy_decode, reversal_batch, reversal_model,
                              token_accuracy, train_seq2seq)
 
+from common import load_average  # noqa: E402  (benchmarks/common.py)
+
 LENGTH, BATCH, LR, WARMUP = 8, 64, 1e-3, 50
 TARGET, BUDGET_SECONDS, MAX_STEPS = 0.99, 60.0, 2000
 
-
-def load_average() -> float:
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return float("nan")
 
 
 def time_to_target(seed: int) -> tuple[dict, torch.nn.Module]:
