@@ -66,6 +66,10 @@ lab: $(VENV)/.installed
 bench: book
 	$(PY) benchmarks/build.py
 	$(PY) benchmarks/site.py
+	$(PY) benchmarks/attention.py
+	$(PY) benchmarks/multihead.py
+	$(PY) benchmarks/transformer.py
+	$(PY) benchmarks/efficient.py
 
 clean:
 	rm -rf _build book/vendor
