@@ -26,12 +26,8 @@ Prints one line per case with OK / OVER BUDGET. Exits 0 even when a budget is mi
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
-import statistics
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +35,7 @@ import torch.nn.functional as F
 from helpers.attention import scaled_dot_product_attention
 from helpers.masks import causal_mask
 
-from common import load_average, time_interleaved  # noqa: E402  (benchmarks/common.py)
+from common import load_average, timing_arguments, time_interleaved, timing_summary, write_report  # noqa: E402  (benchmarks/common.py)
 
 SHAPE = (8, 8, 256, 64)  # (B, H, T, D)
 RATIO_BUDGET = 2.0
@@ -61,26 +57,14 @@ def run_case(name: str, helper_call, torch_call, runs: int, warmup: int,
         ours, theirs = helper_call(), torch_call()
         max_abs_diff = (ours - theirs).abs().max().item()
         helper_times, torch_times = time_interleaved(helper_call, torch_call, runs, warmup)
-    helper_s, torch_s = statistics.median(helper_times), statistics.median(torch_times)
-    ratio = helper_s / torch_s
-    return {"case": name, "helper_ms": helper_s * 1e3, "torch_ms": torch_s * 1e3,
-            "ratio": ratio, "helper_best_ms": min(helper_times) * 1e3,
-            "torch_best_ms": min(torch_times) * 1e3,
-            "best_ratio": min(helper_times) / min(torch_times),
-            "ratio_budget": RATIO_BUDGET if budget else None,
-            "ratio_ok": ratio <= RATIO_BUDGET if budget else None,
+    return {"case": name, **timing_summary(helper_times, torch_times,
+                                           RATIO_BUDGET if budget else None),
             "max_abs_diff": max_abs_diff, "diff_budget": DIFF_BUDGET,
             "diff_ok": max_abs_diff <= DIFF_BUDGET}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30, help="timed calls of each (>= 20)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed calls of each first")
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    args = parser.parse_args(argv)
-    if args.runs < 20:
-        parser.error(f"--runs must be at least 20, got {args.runs}")
+    args = timing_arguments(__doc__.splitlines()[0], argv)
 
     q, k, v = make_inputs()
     mask = causal_mask(SHAPE[2])  # (T, T), True = may attend
@@ -112,11 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     load_after = load_average()
     print(f"load average (1 min) after: {load_after:.2f}")
     if args.json is not None:
-        report = {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                  "cpus": os.cpu_count(), "shape_BHTD": list(SHAPE), "dtype": "float32",
-                  "runs": args.runs, "warmup": args.warmup, "load_before": load_before,
-                  "load_after": load_after, "results": results}
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args.json, shape_BHTD=list(SHAPE), dtype="float32",
+                     runs=args.runs, warmup=args.warmup, load_before=load_before,
+                     load_after=load_after, results=results)
         print(f"wrote {args.json}")
     return 0
 

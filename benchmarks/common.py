@@ -5,12 +5,30 @@ The scripts run as ``python benchmarks/NAME.py``, so this module is importable a
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 
 import torch
+
+
+def timing_arguments(description: str, argv: list[str] | None = None,
+                     **extra: dict) -> argparse.Namespace:
+    """Parse ``--runs`` (at least 20), ``--warmup`` and ``--json`` plus ``extra`` options
+    (name -> ``add_argument`` keywords)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--runs", type=int, default=30, help="timed calls of each (>= 20)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed calls of each first")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    for name, keywords in extra.items():
+        parser.add_argument(f"--{name}", **keywords)
+    args = parser.parse_args(argv)
+    if args.runs < 20:
+        parser.error(f"--runs must be at least 20, got {args.runs}")
+    return args
 
 
 def load_average() -> float:
@@ -39,6 +57,19 @@ def time_interleaved(first, second, runs: int, warmup: int) -> tuple[list, list]
         second()
         times_second.append(time.perf_counter() - start)
     return times_first, times_second
+
+
+def timing_summary(helper_times: list, torch_times: list, ratio_budget: float | None) -> dict:
+    """Median and best times (ms) of the helper and of PyTorch, their ratio and its verdict.
+
+    ``ratio_budget=None`` marks a reference case with no budget.
+    """
+    helper_s, torch_s = statistics.median(helper_times), statistics.median(torch_times)
+    ratio = helper_s / torch_s
+    return {"helper_ms": helper_s * 1e3, "torch_ms": torch_s * 1e3, "ratio": ratio,
+            "helper_best_ms": min(helper_times) * 1e3, "torch_best_ms": min(torch_times) * 1e3,
+            "best_ratio": min(helper_times) / min(torch_times), "ratio_budget": ratio_budget,
+            "ratio_ok": None if ratio_budget is None else ratio <= ratio_budget}
 
 
 def write_report(path: Path, **figures) -> None:

@@ -23,7 +23,6 @@ machine (printed); the memory figures do not.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -34,7 +33,7 @@ import torch
 from helpers.attention import MultiHeadAttention
 from helpers.efficient import memory_comparison, naive_attention, tiled_attention, time_decoding
 
-from common import load_average  # noqa: E402  (benchmarks/common.py)
+from common import load_average, write_report  # noqa: E402  (benchmarks/common.py)
 
 LENGTHS = [512, 1024, 2048, 4096]
 DECODE_LENGTHS = [32, 64, 128, 256, 512]
@@ -98,14 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     load_after = load_average()
     print(f"load average (1 min) after: {load_after:.2f}")
     if args.json is not None:
-        report = {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                  "cpus": os.cpu_count(), "d_head": D_HEAD, "block_size": BLOCK,
-                  "runs": args.runs, "decode_repeats": args.decode_repeats,
-                  "load_before": load_before, "load_after": load_after,
-                  "attention": attention_rows, "memory_ratio_at_max_length": last["ratio"],
-                  "decode": {"d_model": D_MODEL, "num_heads": NUM_HEADS, "batch": 1,
-                             "rows": decode_rows}}
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args.json, d_head=D_HEAD, block_size=BLOCK,
+                     runs=args.runs, decode_repeats=args.decode_repeats,
+                     load_before=load_before, load_after=load_after,
+                     attention=attention_rows, memory_ratio_at_max_length=last["ratio"],
+                     decode={"d_model": D_MODEL, "num_heads": NUM_HEADS, "batch": 1,
+                             "rows": decode_rows})
         print(f"wrote {args.json}")
     return 0
 

@@ -15,6 +15,8 @@ import math
 
 import torch
 
+from .masks import _check_bool_mask
+
 __all__ = [
     "masked_softmax",
     "scaled_dot_product_attention",
@@ -52,12 +54,7 @@ def __dir__() -> list[str]:
 def _check_mask(mask, shape: torch.Size, device: torch.device) -> torch.Tensor:
     """Return ``mask`` with the rank of ``shape`` (leading axes of size 1 added, nothing
     expanded) on ``device``, or raise ValueError saying why it does not fit (…, Q, K)."""
-    if not isinstance(mask, torch.Tensor):
-        raise ValueError(f"mask must be a torch.Tensor of dtype torch.bool, "
-                         f"got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must have dtype torch.bool (True = may attend), got dtype "
-                         f"{mask.dtype}; build one with helpers.masks or compare, e.g. x > 0")
+    _check_bool_mask(mask, "mask")
     try:
         broadcast = torch.broadcast_shapes(mask.shape, shape)
     except RuntimeError:

@@ -33,8 +33,8 @@ def _check_bool_mask(mask, name: str, ndim: int | None = None) -> torch.Tensor:
         raise ValueError(f"{name} must be a torch.Tensor of dtype torch.bool, "
                          f"got {type(mask).__name__}")
     if mask.dtype != torch.bool:
-        raise ValueError(f"{name} must have dtype torch.bool (True = may attend), "
-                         f"got dtype {mask.dtype}")
+        raise ValueError(f"{name} must have dtype torch.bool (True = may attend), got dtype "
+                         f"{mask.dtype}; build one with helpers.masks or compare, e.g. x > 0")
     if ndim is not None and mask.dim() != ndim:
         raise ValueError(f"{name} must be {ndim}-D (B, K), got shape {tuple(mask.shape)}")
     return mask
