@@ -35,7 +35,8 @@ import torch.nn.functional as F
 from helpers.attention import scaled_dot_product_attention
 from helpers.masks import causal_mask
 
-from common import load_average, timing_arguments, time_interleaved, timing_summary, write_report  # noqa: E402  (benchmarks/common.py)
+from common import (load_average, print_difference, print_timing,  # noqa: E402
+                    time_interleaved, timing_arguments, timing_summary, write_report)
 
 SHAPE = (8, 8, 256, 64)  # (B, H, T, D)
 RATIO_BUDGET = 2.0
@@ -85,14 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, helper_call, torch_call, budget in cases:
         result = run_case(name, helper_call, torch_call, args.runs, args.warmup, budget)
         results.append(result)
-        verdict = ("no budget" if result["ratio_ok"] is None
-                   else f"(<= {RATIO_BUDGET}) {'OK' if result['ratio_ok'] else 'OVER BUDGET'}")
-        print(f"{name:32s} median: helper {result['helper_ms']:7.2f} ms, "
-              f"torch {result['torch_ms']:7.2f} ms, ratio {result['ratio']:4.2f} {verdict}  "
-              f"max |diff| {result['max_abs_diff']:.2e} (<= {DIFF_BUDGET:.0e}) "
-              f"{'OK' if result['diff_ok'] else 'OVER BUDGET'}")
-        print(f"{'':32s} best:   helper {result['helper_best_ms']:7.2f} ms, "
-              f"torch {result['torch_best_ms']:7.2f} ms, ratio {result['best_ratio']:4.2f}")
+        print_timing(name, result, 32)
+        print_difference(32, f"{result['max_abs_diff']:.2e}", result["diff_ok"], DIFF_BUDGET)
     load_after = load_average()
     print(f"load average (1 min) after: {load_after:.2f}")
     if args.json is not None:

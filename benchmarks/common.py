@@ -72,8 +72,25 @@ def timing_summary(helper_times: list, torch_times: list, ratio_budget: float | 
             "ratio_ok": None if ratio_budget is None else ratio <= ratio_budget}
 
 
+def print_timing(name: str, result: dict, width: int) -> None:
+    """Print the median and best-run lines of a :func:`timing_summary` result."""
+    budget = result["ratio_budget"]
+    verdict = ("no budget" if budget is None
+               else f"(<= {budget}) {'OK' if result['ratio_ok'] else 'OVER BUDGET'}")
+    print(f"{name:{width}s} median: helper {result['helper_ms']:7.2f} ms, "
+          f"torch {result['torch_ms']:7.2f} ms, ratio {result['ratio']:4.2f} {verdict}")
+    print(f"{'':{width}s} best:   helper {result['helper_best_ms']:7.2f} ms, "
+          f"torch {result['torch_best_ms']:7.2f} ms, ratio {result['best_ratio']:4.2f}")
+
+
+def print_difference(width: int, text: str, ok: bool, budget: float) -> None:
+    """Print the line comparing the helper's output with PyTorch's against ``budget``."""
+    print(f"{'':{width}s} max |diff|: {text} (<= {budget:.0e}) {'OK' if ok else 'OVER BUDGET'}")
+
+
 def write_report(path: Path, **figures) -> None:
     """Write ``figures`` as JSON to ``path``, with the torch version, threads and CPU count."""
     report = {"torch": torch.__version__, "threads": torch.get_num_threads(),
               "cpus": os.cpu_count(), **figures}
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n")

@@ -35,7 +35,8 @@ from torch import nn
 from helpers.attention import MultiHeadAttention
 from helpers.masks import to_key_padding_mask, valid_length_mask
 
-from common import load_average, timing_arguments, time_interleaved, timing_summary, write_report  # noqa: E402  (benchmarks/common.py)
+from common import (load_average, print_difference, print_timing,  # noqa: E402
+                    time_interleaved, timing_arguments, timing_summary, write_report)
 
 BATCH, LENGTH, D_MODEL, NUM_HEADS = 8, 256, 256, 8  # B, T, D, H
 RATIO_BUDGET = 1.5
@@ -104,16 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         result = run_case(name, helper_call, torch_call, args.runs, args.warmup,
                           compare_weights, budget)
         results.append(result)
-        verdict = ("no budget" if result["ratio_ok"] is None
-                   else f"(<= {RATIO_BUDGET}) {'OK' if result['ratio_ok'] else 'OVER BUDGET'}")
         weights_diff = ("" if result["max_abs_diff_weights"] is None
                         else f", weights {result['max_abs_diff_weights']:.2e}")
-        print(f"{name:38s} median: helper {result['helper_ms']:7.2f} ms, "
-              f"torch {result['torch_ms']:7.2f} ms, ratio {result['ratio']:4.2f} {verdict}")
-        print(f"{'':38s} best:   helper {result['helper_best_ms']:7.2f} ms, "
-              f"torch {result['torch_best_ms']:7.2f} ms, ratio {result['best_ratio']:4.2f}")
-        print(f"{'':38s} max |diff|: out {result['max_abs_diff_out']:.2e}{weights_diff} "
-              f"(<= {DIFF_BUDGET:.0e}) {'OK' if result['diff_ok'] else 'OVER BUDGET'}")
+        print_timing(name, result, 38)
+        print_difference(38, f"out {result['max_abs_diff_out']:.2e}{weights_diff}",
+                         result["diff_ok"], DIFF_BUDGET)
     load_after = load_average()
     print(f"load average (1 min) after: {load_after:.2f}")
     if args.json is not None:

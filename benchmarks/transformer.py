@@ -25,7 +25,6 @@ Exits 0 even when the budget is missed.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import time
@@ -36,7 +35,7 @@ import torch
 from helpers.seq2seq import (BOS, greedy_decode, reversal_batch, reversal_model,
                              token_accuracy, train_seq2seq)
 
-from common import load_average  # noqa: E402  (benchmarks/common.py)
+from common import load_average, write_report  # noqa: E402  (benchmarks/common.py)
 
 LENGTH, BATCH, LR, WARMUP = 8, 64, 1e-3, 50
 TARGET, BUDGET_SECONDS, MAX_STEPS = 0.99, 60.0, 2000
@@ -101,13 +100,10 @@ def main() -> None:
     load_after = load_average()
     print(f"load average after: {load_after:.2f}")
     if args.json is not None:
-        report = {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                  "load_average": [load_before, load_after], "seed": args.seed,
-                  "config": {"length": LENGTH, "batch": BATCH, "lr": LR, "warmup": WARMUP,
+        write_report(args.json, load_average=[load_before, load_after], seed=args.seed,
+                     config={"length": LENGTH, "batch": BATCH, "lr": LR, "warmup": WARMUP,
                              "target": TARGET, "budget_seconds": BUDGET_SECONDS},
-                  "training": training, "decoding": decoding}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+                     training=training, decoding=decoding)
         print(f"wrote {args.json}")
 
 
