@@ -13,7 +13,7 @@ PORT   ?= 8000
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .DEFAULT_GOAL := book
-.PHONY: book test serve execute lab clean bench check-tools
+.PHONY: book test serve execute lab clean bench check-tools client-envs
 
 check-tools:
 	@command -v $(PYTHON_BOOTSTRAP) >/dev/null 2>&1 || { echo "error: $(PYTHON_BOOTSTRAP) not found: install Python 3.11 (Debian: apt-get install python3 python3-venv)"; exit 1; }
@@ -30,6 +30,19 @@ $(VENV)/.installed: requirements.txt pyproject.toml | check-tools
 	$(PIP) install --quiet -r requirements.txt
 	$(PIP) install --quiet --no-deps -e .
 	@touch $@
+
+# A Colab-like environment (Colab's published versions: ipywidgets 7.7.1, numpy 2.1.3, ...,
+# and the classic Notebook 6.5 front end), without the helpers: tests/test_clients.py runs
+# every chapter's bootstrap cell in it and drives Notebook 6.5 in Chromium. Built once.
+COLAB := .venv-colab
+$(COLAB)/.installed: tests/clients/colab.txt | check-tools
+	@test -x $(COLAB)/bin/python || $(PYTHON_BOOTSTRAP) -m venv $(COLAB)
+	$(COLAB)/bin/python -m pip install --quiet pip==24.1.2
+	$(COLAB)/bin/python -m pip install --quiet torch==2.13.0
+	$(COLAB)/bin/python -m pip install --quiet -r tests/clients/colab.txt
+	@touch $@
+
+client-envs: $(COLAB)/.installed
 
 # JavaScript assets for the offline site (widget manager, MathJax 3), copied into book/vendor.
 node_modules/.package-lock.json: package.json package-lock.json | check-tools
@@ -49,7 +62,7 @@ book: check-tools $(VENV)/.installed book/vendor/.stamp
 	@rm -rf $(SITE).new && cp -a $(STAGE)/_build/html $(SITE).new && rm -rf $(SITE) && mv $(SITE).new $(SITE)
 	@echo "Built the book: open $(CURDIR)/$(SITE)/index.html (or run: make serve)"
 
-test: book
+test: book client-envs
 	$(PY) -m pytest --nbval -p no:cacheprovider tests chapters book/intro.ipynb
 
 serve:

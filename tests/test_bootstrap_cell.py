@@ -9,6 +9,7 @@ with ``HELPERS_SOURCE`` pointing at this local checkout instead of the remote re
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +68,8 @@ def test_bootstrap_cell_installs_helpers_into_a_fresh_venv(tmp_path):
     run = subprocess.run([python, "-c", cell], capture_output=True, text=True, env=env,
                          cwd=tmp_path, timeout=600)
     assert run.returncode == 0, f"the bootstrap cell failed:\n{run.stdout}\n{run.stderr}"
+    assert re.fullmatch(r"Installed attention-book-helpers [^\n]* in \d+ s\.\n", run.stdout), (
+        f"the bootstrap cell must say in one line what it installed: {run.stdout!r}")
 
     check = subprocess.run(
         [python, "-c", "import helpers, helpers.widgets, helpers.kernels; print(helpers.__file__)"],
@@ -79,3 +82,101 @@ def test_bootstrap_cell_installs_helpers_into_a_fresh_venv(tmp_path):
                            cwd=tmp_path)
     assert again.returncode == 0 and "pip" not in again.stdout + again.stderr, (
         "a second run must be a no-op once helpers is importable")
+
+
+# The cell's two ways of refusing, shown with hand-made wheels in a fresh venv (no network):
+# a pinned preinstalled package pip would have to replace, and an imported one it replaced.
+
+def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = (),
+           module: str | None = None) -> Path:
+    import base64
+    import hashlib
+    import zipfile
+    module = module or name
+    stem = f"{name.replace('-', '_')}-{version}"
+    info = f"{stem}.dist-info"
+    files = {
+        f"{module}/__init__.py": f"__version__ = {version!r}\n",
+        f"{info}/METADATA": "".join([f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+                                     *(f"Requires-Dist: {r}\n" for r in requires)]),
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                         "Tag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    wheel = folder / f"{stem}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+@pytest.fixture
+def offline_venv(tmp_path):
+    """A fresh venv (its own bundled pip) that installs only from ``tmp_path / 'wheels'``."""
+    venv, wheels = tmp_path / "venv", tmp_path / "wheels"
+    wheels.mkdir()
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels),
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.pop("PYTHONPATH", None)
+    python = venv / "bin" / "python"
+
+    def preinstall(wheel: Path):
+        subprocess.run([python, "-m", "pip", "install", "--quiet", str(wheel)], check=True,
+                       env=env, capture_output=True)
+    return python, wheels, env, preinstall
+
+
+def _run_cell(python: Path, env: dict, source: Path, before: str = ""):
+    cell = before + bootstrap.cell_source()
+    return subprocess.run([python, "-c", cell], capture_output=True, text=True,
+                          env={**env, "HELPERS_SOURCE": str(source)}, timeout=300)
+
+
+@pytest.mark.slow
+def test_bootstrap_cell_asks_for_a_restart_when_pip_replaces_an_imported_package(offline_venv):
+    python, wheels, env, preinstall = offline_venv
+    preinstall(_wheel(wheels, "oldlib", "1.0"))
+    _wheel(wheels, "oldlib", "2.0")
+    helpers = _wheel(wheels, "attention-book-helpers", "9.0", ("oldlib>=2",), module="helpers")
+
+    run = _run_cell(python, env, helpers, before="import oldlib\n")
+    assert run.returncode == 1
+    assert "Installed attention-book-helpers 9.0, oldlib 2.0 in" in run.stdout
+    assert run.stderr.strip().splitlines()[-1] == (
+        "pip replaced oldlib, already imported here: restart the kernel "
+        "(Colab: Runtime > Restart session), then run all cells.")
+
+
+@pytest.mark.slow
+def test_bootstrap_cell_upgrades_a_package_nobody_imported_without_fuss(offline_venv):
+    python, wheels, env, preinstall = offline_venv
+    preinstall(_wheel(wheels, "oldlib", "1.0"))
+    _wheel(wheels, "oldlib", "2.0")
+    helpers = _wheel(wheels, "attention-book-helpers", "9.0", ("oldlib>=2",), module="helpers")
+
+    run = _run_cell(python, env, helpers)
+    assert run.returncode == 0, run.stderr
+    assert re.fullmatch(r"Installed attention-book-helpers 9\.0, oldlib 2\.0 in \d+ s\.\n",
+                        run.stdout)
+
+
+@pytest.mark.slow
+def test_bootstrap_cell_never_replaces_a_preinstalled_platform_package(offline_venv):
+    """A platform package (here a stand-in tqdm 1.0) is pinned: pip fails, the cell says why."""
+    python, wheels, env, preinstall = offline_venv
+    preinstall(_wheel(wheels, "tqdm", "1.0"))
+    _wheel(wheels, "tqdm", "9.0")
+    helpers = _wheel(wheels, "attention-book-helpers", "9.0", ("tqdm>=2",), module="helpers")
+
+    run = _run_cell(python, env, helpers)
+    assert run.returncode == 1 and run.stdout == ""
+    assert "RuntimeError: pip could not install the helpers beside tqdm==1.0:" in run.stderr
+    assert "conflicting dependencies" in run.stderr, run.stderr
+    check = subprocess.run([python, "-c", "import tqdm; print(tqdm.__version__)"],
+                           capture_output=True, text=True, env=env)
+    assert check.stdout.strip() == "1.0"

@@ -243,3 +243,45 @@ def test_jsdlink_would_not_count_as_a_link():
     assert links_between(slider, stack) == []
     widgets.jslink((slider, "index"), (stack, "selected_index"))
     assert len(links_between(slider, stack)) == 1
+
+
+# ipywidgets 7 (Colab): no Stack, so the kernel swaps the frame of one Image. The mechanism
+# is chosen once, by helpers.widgets.KERNEL_FREE; here it is switched off to test that path
+# under ipywidgets 8 (tests/test_clients.py runs it under a real ipywidgets 7.7.1).
+
+@pytest.fixture
+def kernel_path(monkeypatch):
+    import helpers.widgets as live_widgets
+    monkeypatch.setattr(live_widgets, "KERNEL_FREE", False)
+
+
+def test_kernel_free_follows_the_installed_ipywidgets():
+    import helpers.widgets as live_widgets
+    major = int(widgets.__version__.split(".")[0])
+    assert live_widgets.KERNEL_FREE is (major >= 8)
+    assert live_widgets.KERNEL_FREE is hasattr(widgets, "Stack")
+
+
+def test_kernel_path_swaps_one_image(kernel_path):
+    live = slider_heatmap(matrix_for, VALUES, description="sharpness", dpi=DPI, initial=0.5)
+    slider, image = live.children
+    assert isinstance(slider, widgets.SelectionSlider) and isinstance(image, widgets.Image)
+    assert image.format == "png" and image.value == live.frames[1]
+    for i in (2, 0, 1):
+        slider.index = i
+        assert image.value == live.frames[i], f"index {i} shows the wrong frame"
+    assert len(set(live.frames)) == 3
+    assert not any(type(w) is Link and w.source[0] is slider for w in _instances.values())
+
+
+def test_kernel_path_2d_shows_the_frame_of_both_sliders(kernel_path):
+    live = slider_heatmap_2d(lambda a, b: matrix_for(a * b), [0.5, 2.0], [1.0, 2.0, 3.0],
+                             descriptions=("a", "b"), dpi=DPI)
+    slider_a, slider_b, image = live.children
+    assert isinstance(image, widgets.Image) and image.value == live.frames[0][0]
+    slider_b.index = 2
+    assert image.value == live.frames[0][2]
+    slider_a.index = 1
+    assert image.value == live.frames[1][2]
+    slider_b.index = 0
+    assert image.value == live.frames[1][0]

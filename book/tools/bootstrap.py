@@ -13,17 +13,50 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TEMPLATE = '''\
+# What platforms preinstall and the bootstrap cell pins so that pip never replaces it: Colab
+# imports ipywidgets 7.7 when its kernel starts, and a new torch or numpy under a running
+# kernel breaks later imports. (Anything else pip would replace is reported as a restart.)
+KEEP = ("torch", "numpy", "matplotlib", "pillow", "ipywidgets", "widgetsnbextension",
+        "jupyterlab-widgets", "ipykernel", "ipython", "traitlets", "tqdm")
+
+TEMPLATE = """\
 # Run anywhere: on Colab or in a bare Jupyter, install the book's helpers package first.
-BOOK_REPOSITORY = "{url}"
+BOOK_REPOSITORY = "@URL@"
 try:
     import helpers  # noqa: F401  (present in the book's own environment)
 except ModuleNotFoundError:
-    import importlib, os, subprocess, sys
+    import importlib, importlib.metadata as md, json, os, subprocess, sys, tempfile, time
+    before = {(d.metadata["Name"] or "").lower().replace("_", "-"): d.version
+              for d in md.distributions()}
+    # Pin what the platform preinstalled (Colab: ipywidgets 7.7, torch, ...): pip adds
+    # the helpers beside it and never replaces it.
+    keep = @KEEP@
     source = os.environ.get("HELPERS_SOURCE", "git+" + BOOK_REPOSITORY)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", source], check=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        pins, report = os.path.join(tmp, "keep.txt"), os.path.join(tmp, "report.json")
+        pinned = [f"{n}=={before[n]}" for n in keep if n in before]
+        with open(pins, "w") as f:
+            f.write("\\n".join(pinned))
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                              "--constraint", pins, "--report", report, source],
+                             capture_output=True, text=True)
+        if pip.returncode != 0:
+            raise RuntimeError(f"pip could not install the helpers beside {', '.join(pinned)}:"
+                               f"\\n{pip.stderr[-2000:]}")
+        with open(report) as f:
+            new = {i["metadata"]["name"]: i["metadata"]["version"]
+                   for i in json.load(f)["install"]}
+    print(f"Installed {', '.join(f'{n} {v}' for n, v in new.items())} "
+          f"in {time.perf_counter() - started:.0f} s.")
+    loaded = {d.lower().replace("_", "-") for module, dists in md.packages_distributions().items()
+              if module in sys.modules and not module.startswith("_") for d in dists}
+    stale = [n for n in new if n.lower().replace("_", "-") in before.keys() & loaded]
+    if stale:  # an old version is already imported: only a restart loads the new one
+        raise SystemExit(f"pip replaced {', '.join(stale)}, already imported here: restart "
+                         "the kernel (Colab: Runtime > Restart session), then run all cells.")
     importlib.invalidate_caches()
-    import helpers  # noqa: F401'''
+    import helpers  # noqa: F401"""
 
 
 def repository_url(config: Path = ROOT / "_config.yml") -> str:
@@ -40,7 +73,10 @@ def repository_url(config: Path = ROOT / "_config.yml") -> str:
 
 
 def cell_source(url: str | None = None) -> str:
-    return TEMPLATE.format(url=url or repository_url())
+    """The bootstrap cell's source for ``url`` (default: ``repository.url`` in _config.yml)."""
+    names = [f'"{name}"' for name in KEEP]
+    keep = f"({', '.join(names[:6])},\n            {', '.join(names[6:])})"
+    return TEMPLATE.replace("@URL@", url or repository_url()).replace("@KEEP@", keep)
 
 
 def chapters() -> list[Path]:

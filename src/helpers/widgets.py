@@ -1,8 +1,15 @@
-"""Live figures that work with no kernel: a slider jslinked to a Stack of precomputed frames.
+"""Live figures: a slider over precomputed frames, with or without a kernel.
 
-Python renders every frame with the real code when the cell runs; the browser only switches
-which frame is visible. Because the link is made in JavaScript (``widgets.jslink``), the
-slider keeps working in the static HTML book, as well as in JupyterLab, VS Code and Colab.
+Python renders every frame with the real code when the cell runs; moving the slider only
+chooses which frame is shown. How it is shown depends on the ipywidgets the kernel has
+(decided once, in :data:`KERNEL_FREE`):
+
+* ipywidgets 8 (the book's environment, JupyterLab, VS Code, Kaggle): the slider is
+  jslinked to a ``Stack`` of images, so the link runs in JavaScript and the figure stays
+  live with no kernel: in the static HTML book and in a saved notebook.
+* ipywidgets 7 (Colab ships 7.7.1, which has no ``Stack``): the same slider drives one
+  ``Image`` whose value the kernel swaps when the slider's index changes. Same slider,
+  readout and frames; it needs the running kernel, which Colab always has.
 
 Frames are matplotlib PNGs saved without the ``Software`` chunk (byte-stable from run to
 run) and palette-quantised to 256 colours (about half the size). Each Image widget holds
@@ -23,6 +30,7 @@ from PIL import Image
 from .plotting import heatmap, to_numpy
 
 __all__ = [
+    "KERNEL_FREE",
     "LiveFigure",
     "figure_to_png",
     "png_data_url",
@@ -33,6 +41,11 @@ __all__ = [
 ]
 
 DEFAULT_DPI = 80
+
+#: True when the installed ipywidgets (8 or newer) has ``Stack``: frames are switched by a
+#: jslink in the browser, with no kernel. False on ipywidgets 7 (Colab): the kernel swaps
+#: the frame of one ``Image``. The one place the mechanism is chosen.
+KERNEL_FREE: bool = int(widgets.__version__.split(".")[0]) >= 8
 
 
 def figure_to_png(fig, *, dpi: int = DEFAULT_DPI, colors: int = 256) -> bytes:
@@ -107,6 +120,13 @@ def _image(png: bytes) -> widgets.Image:
                          layout=widgets.Layout(max_width="100%"))
 
 
+def _kernel_image(png: bytes) -> widgets.Image:
+    # ipywidgets 7: the kernel replaces the value of this one Image on every move. Raw PNG
+    # bytes (not a data: URL) keep each message small; the view keeps its <img> element,
+    # so the old frame stays on screen until the new one has loaded.
+    return widgets.Image(value=png, format="png", layout=widgets.Layout(max_width="100%"))
+
+
 def _slider(values, description, fmt, initial) -> widgets.SelectionSlider:
     return widgets.SelectionSlider(
         options=_format_options(values, fmt),
@@ -143,9 +163,16 @@ def slider_figure(
     """
     slider = _slider(values, description, fmt, initial)
     frames = [figure_to_png(render(v), dpi=dpi) for v in values]
-    stack = widgets.Stack(children=[_image(f) for f in frames], selected_index=slider.index)
-    widgets.jslink((slider, "index"), (stack, "selected_index"))
-    return LiveFigure([slider, stack], frames=frames, values=[list(values)],
+    if KERNEL_FREE:
+        shown = widgets.Stack(children=[_image(f) for f in frames], selected_index=slider.index)
+        widgets.jslink((slider, "index"), (shown, "selected_index"))
+    else:
+        shown = _kernel_image(frames[slider.index])
+
+        def show(change):
+            shown.value = frames[change["new"]]
+        slider.observe(show, names="index")
+    return LiveFigure([slider, shown], frames=frames, values=[list(values)],
                       descriptions=[description])
 
 
@@ -159,15 +186,26 @@ def slider_figure_2d(
     initial: tuple = (None, None),
     dpi: int = DEFAULT_DPI,
 ) -> LiveFigure:
-    """Two sliders over a grid of frames ``render(a, b)``, built from nested Stacks.
+    """Two sliders over a grid of frames ``render(a, b)``.
 
-    The outer Stack is indexed by the first slider; each of its children is an inner Stack
-    indexed by the second slider (one jslink per inner Stack), so any (a, b) pair shows its
-    own frame without a kernel.
+    On ipywidgets 8 the frames sit in nested Stacks: the outer Stack is indexed by the first
+    slider; each of its children is an inner Stack indexed by the second slider (one jslink
+    per inner Stack), so any (a, b) pair shows its own frame without a kernel. On
+    ipywidgets 7 the kernel shows frame ``[a][b]`` in one Image when either slider moves.
     """
     slider_a = _slider(values_a, descriptions[0], fmts[0], initial[0])
     slider_b = _slider(values_b, descriptions[1], fmts[1], initial[1])
     frames = [[figure_to_png(render(a, b), dpi=dpi) for b in values_b] for a in values_a]
+    if not KERNEL_FREE:
+        shown = _kernel_image(frames[slider_a.index][slider_b.index])
+
+        def show(change):
+            shown.value = frames[slider_a.index][slider_b.index]
+        slider_a.observe(show, names="index")
+        slider_b.observe(show, names="index")
+        return LiveFigure([slider_a, slider_b, shown], frames=frames,
+                          values=[list(values_a), list(values_b)],
+                          descriptions=list(descriptions))
     inner = []
     for row in frames:
         stack = widgets.Stack(children=[_image(f) for f in row], selected_index=slider_b.index)
