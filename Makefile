@@ -1,7 +1,7 @@
 # Attention Mechanisms, an interactive textbook.
 #   make book     fresh machine -> built offline site in _build/html
 #   make test     every test: unit/property, notebooks (nbval), hygiene, build, browser
-# Also: make serve | execute | lab | clean | bench
+# Also: make serve | execute | lab | clean | bench | client-envs | set-repo URL=...
 
 PYTHON_BOOTSTRAP ?= python3
 VENV   := .venv
@@ -13,7 +13,7 @@ PORT   ?= 8000
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .DEFAULT_GOAL := book
-.PHONY: book test serve execute lab clean bench check-tools client-envs
+.PHONY: book test serve execute lab clean bench check-tools client-envs lint-envs set-repo
 
 check-tools:
 	@command -v $(PYTHON_BOOTSTRAP) >/dev/null 2>&1 || { echo "error: $(PYTHON_BOOTSTRAP) not found: install Python 3.11 (Debian: apt-get install python3 python3-venv)"; exit 1; }
@@ -44,6 +44,15 @@ $(COLAB)/.installed: tests/clients/colab.txt | check-tools
 
 client-envs: $(COLAB)/.installed
 
+# Linters for the repository's own files (workflows, CITATION.cff), apart from the book's venv.
+LINT := .venv-lint
+$(LINT)/.installed: .github/lint-requirements.txt | check-tools
+	@test -x $(LINT)/bin/python || $(PYTHON_BOOTSTRAP) -m venv $(LINT)
+	$(LINT)/bin/python -m pip install --quiet -r .github/lint-requirements.txt
+	@touch $@
+
+lint-envs: $(LINT)/.installed
+
 # JavaScript assets for the offline site (widget manager, MathJax 3), copied into book/vendor.
 node_modules/.package-lock.json: package.json package-lock.json | check-tools
 	npm ci --no-audit --no-fund --loglevel=error
@@ -53,17 +62,22 @@ book/vendor/.stamp: node_modules/.package-lock.json book/tools/vendor.py $(VENV)
 	$(PY) book/tools/vendor.py
 	@touch $@
 
+# Sphinx builds incrementally and never deletes the page of a document that is no longer a
+# source; a change of configuration or table of contents therefore starts from a clean stage.
+$(STAGE)/.config: _config.yml _toc.yml
+	@rm -rf $(STAGE) && mkdir -p $(STAGE) && touch $@
+
 # Build in a staging folder; the site in _build/html is replaced only when the build is
 # clean (zero warnings), so a failed build never leaves a half-built site behind.
-book: check-tools $(VENV)/.installed book/vendor/.stamp
+book: check-tools $(VENV)/.installed book/vendor/.stamp $(STAGE)/.config
 	@echo "Building the book (jupyter-book build . -W -n --keep-going) ..."
 	@$(VENV)/bin/jupyter-book build . --path-output $(STAGE) -W -n --keep-going --quiet \
 		|| { echo "error: the book build failed or warned (see above); $(SITE) left as it was"; exit 1; }
 	@rm -rf $(SITE).new && cp -a $(STAGE)/_build/html $(SITE).new && rm -rf $(SITE) && mv $(SITE).new $(SITE)
 	@echo "Built the book: open $(CURDIR)/$(SITE)/index.html (or run: make serve)"
 
-test: book client-envs
-	$(PY) -m pytest --nbval -p no:cacheprovider tests chapters book/intro.ipynb
+test: book client-envs lint-envs
+	$(PY) -m pytest --nbval -p no:cacheprovider $(PYTEST_ARGS) tests chapters book/intro.ipynb
 
 serve:
 	@test -f $(SITE)/index.html || { echo "error: no site in $(SITE): run make book first"; exit 1; }
@@ -72,6 +86,11 @@ serve:
 
 execute: $(VENV)/.installed
 	$(PY) book/tools/execute.py $(NOTEBOOKS)
+
+# Point the book at its repository: make set-repo URL=https://github.com/OWNER/REPO
+set-repo:
+	@test -n "$(URL)" || { echo "usage: make set-repo URL=https://github.com/OWNER/REPO"; exit 2; }
+	@$(PYTHON_BOOTSTRAP) book/tools/bootstrap.py --set-url "$(URL)"
 
 lab: $(VENV)/.installed
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=chapters

@@ -43,19 +43,48 @@ def _pages() -> list[str]:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the site as GitHub Pages does: a missing path gets ``404.html`` with status 404."""
+
     def log_message(self, *args):  # keep test output clean
         pass
 
+    def send_error(self, code, message=None, explain=None):
+        page = SITE / "404.html"
+        if code != 404 or not page.is_file():
+            return super().send_error(code, message, explain)
+        body = page.read_bytes()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
-@pytest.fixture(scope="module")
-def server():
+
+class _SubPathHandler(_QuietHandler):
+    """Serves the site under ``PREFIX`` only, as GitHub Pages serves a project's site under
+    ``https://OWNER.github.io/REPO/``: every other path is a 404."""
+
+    PREFIX = "/attention-mechanisms"
+
+    def translate_path(self, path):
+        if path != self.PREFIX and not path.startswith(self.PREFIX + "/"):
+            return str(SITE / "no-such-file")
+        return super().translate_path(path[len(self.PREFIX):] or "/")
+
+
+# Served at the root of 127.0.0.1 and under a sub-path, as project pages are published.
+@pytest.fixture(scope="module", params=["root", "sub-path"])
+def server(request):
     if not (SITE / "index.html").is_file():
         _unavailable(f"no built site at {SITE}: run `make book` first")
-    handler = functools.partial(_QuietHandler, directory=str(SITE))
+    handler_class = _QuietHandler if request.param == "root" else _SubPathHandler
+    prefix = "" if request.param == "root" else _SubPathHandler.PREFIX
+    handler = functools.partial(handler_class, directory=str(SITE))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    yield f"http://127.0.0.1:{httpd.server_address[1]}{prefix}"
     httpd.shutdown()
 
 
@@ -88,6 +117,8 @@ def _open(browser, url: str):
 
     page.route("**/*", route)
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}")
+            if r.status >= 400 else None)
     page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
     page.goto(url, wait_until="networkidle")
     # Deferred scripts have run by now; wait for MathJax 3 to finish typesetting.
@@ -102,7 +133,11 @@ def test_page_offline_clean_and_live(browser, server, page_path):
     page, external, errors = _open(browser, f"{server}/{page_path}")
     try:
         SHOTS.mkdir(parents=True, exist_ok=True)
-        shot = SHOTS / (page_path.replace("/", "__").removesuffix(".html") + ".png")
+        if "/attention-mechanisms" in server:
+            shot = SHOTS / "sub-path" / (page_path.replace("/", "__").removesuffix(".html") + ".png")
+            shot.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            shot = SHOTS / (page_path.replace("/", "__").removesuffix(".html") + ".png")
         page.screenshot(path=str(shot), full_page=True)
 
         assert external == [], f"requests left 127.0.0.1: {external}"
@@ -139,6 +174,24 @@ def _assert_slider_changes_picture(page, handle, page_path: str, index: int) -> 
     assert after_png != before_png, f"{where}: moving the slider did not change the picture"
 
 
+@pytest.mark.parametrize("missing", ["no-such-page.html", "chapters/99_no_such_chapter.html"])
+def test_a_missing_page_gets_the_404_page_and_a_way_home(browser, server, missing):
+    page, external, errors = _open(browser, f"{server}/{missing}")
+    try:
+        assert "Page not found" in page.locator("h1").inner_text()
+        assert external == []
+        # The only errors: the page's own 404 status, as the network log and console report it.
+        assert [e for e in errors if "404" not in e] == [], errors
+        home = page.evaluate("() => document.getElementById('home').href")  # absolute
+        assert home == f"{server}/index.html"
+        page.locator("#home").click()
+        page.wait_for_load_state("networkidle")
+        assert page.url in (f"{server}/index.html", f"{server}/book/intro.html"), page.url
+        assert "Page not found" not in page.title()
+    finally:
+        page.close()
+
+
 def test_offline_search_finds_a_chapter(browser, server):
     page, external, errors = _open(browser, f"{server}/search.html?q=softmax")
     try:
@@ -161,7 +214,8 @@ def test_chapter_pages_offer_download_and_launch_links(browser, server):
         url = _repository_url()
         assert any(h.startswith("https://colab.research.google.com/github/") and
                    url.removeprefix("https://github.com/") in h for h in hrefs), "no Colab link"
-        assert any(h.startswith("https://mybinder.org/v2/gh/") for h in hrefs), "no Binder link"
+        assert not any("mybinder.org" in h for h in hrefs), (
+            "a Binder link: Binder is not checked (README, Where it runs)")
     finally:
         page.close()
 

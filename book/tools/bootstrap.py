@@ -1,13 +1,17 @@
 """The bootstrap cell every chapter starts with, and a checker/fixer for it.
 
 The repository URL lives in one place, ``_config.yml`` (``repository.url``); every chapter's
-first cell must be exactly ``cell_source(url)``. ``python book/tools/bootstrap.py --fix``
-rewrites the cells after the URL changes (then re-run ``make execute``).
+first cell must be exactly ``cell_source(url)``.
+
+    python book/tools/bootstrap.py              # check every bootstrap cell
+    python book/tools/bootstrap.py --fix        # rewrite them from _config.yml
+    python book/tools/bootstrap.py --set-url https://github.com/OWNER/REPO   # make set-repo
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -79,16 +83,16 @@ def cell_source(url: str | None = None) -> str:
     return TEMPLATE.replace("@URL@", url or repository_url()).replace("@KEEP@", keep)
 
 
-def chapters() -> list[Path]:
+def chapters(root: Path = ROOT) -> list[Path]:
     """Every notebook that starts with the bootstrap cell: the chapters and the landing page."""
-    return [*sorted((ROOT / "chapters").glob("*.ipynb")), ROOT / "book" / "intro.ipynb"]
+    return [*sorted((root / "chapters").glob("*.ipynb")), root / "book" / "intro.ipynb"]
 
 
-def main(argv: list[str]) -> int:
-    fix = "--fix" in argv
-    want = cell_source()
+def check_cells(root: Path = ROOT, *, fix: bool = False) -> list[str]:
+    """Names of the notebooks whose first cell is not ``cell_source()``; rewrite them if ``fix``."""
+    want = cell_source(repository_url(root / "_config.yml"))
     bad = []
-    for path in chapters():
+    for path in chapters(root):
         nb = json.loads(path.read_text(encoding="utf-8"))
         first = nb["cells"][0]
         source = "".join(first["source"]) if isinstance(first["source"], list) else first["source"]
@@ -98,6 +102,56 @@ def main(argv: list[str]) -> int:
         if fix and first["cell_type"] == "code" and "BOOK_REPOSITORY" in source:
             first["source"] = want
             path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return bad
+
+
+GITHUB_URL = re.compile(r"https://github\.com/[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
+
+
+def set_repository(url: str, root: Path = ROOT) -> list[str]:
+    """Point the book at ``url``: ``_config.yml``, ``CITATION.cff`` and every bootstrap cell.
+
+    Returns the files changed. Raises ``ValueError`` for anything but
+    ``https://github.com/OWNER/REPO`` (the launch buttons and the cell need that form).
+    """
+    url = url.strip().removesuffix("/").removesuffix(".git")
+    if not GITHUB_URL.fullmatch(url):
+        raise ValueError(f"URL must look like https://github.com/OWNER/REPO, got {url!r}")
+    config = root / "_config.yml"
+    lines = config.read_text(encoding="utf-8").splitlines(keepends=True)
+    in_repository, done = False, False
+    for i, line in enumerate(lines):
+        if not line.startswith((" ", "\t")):
+            in_repository = line.startswith("repository:")
+        elif in_repository and line.strip().startswith("url:"):
+            indent = line[:len(line) - len(line.lstrip())]
+            lines[i], done = f"{indent}url: {url}\n", True
+    if not done:
+        raise ValueError(f"{config} has no repository.url to rewrite")
+    config.write_text("".join(lines), encoding="utf-8")
+    changed = [str(config.relative_to(root))]
+    citation = root / "CITATION.cff"
+    if citation.exists():
+        text = re.sub(r'(?m)^repository-code: .*$', f'repository-code: "{url}"',
+                      citation.read_text(encoding="utf-8"))
+        citation.write_text(text, encoding="utf-8")
+        changed.append(citation.name)
+    fixed = check_cells(root, fix=True)
+    return changed + [f"{name} (bootstrap cell)" for name in fixed]
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--set-url"] and len(argv) == 2:
+        try:
+            changed = set_repository(argv[1])
+        except ValueError as err:
+            print(f"error: {err}")
+            return 2
+        print(f"Repository set to {repository_url()} in: {', '.join(changed)}.")
+        print("Now re-execute the chapters (make execute), rebuild (make book) and commit.")
+        return 0
+    fix = "--fix" in argv
+    bad = check_cells(fix=fix)
     for name in bad:
         print(f"{name}: first cell is not the bootstrap cell{' (fixed)' if fix else ''}")
     return 1 if bad and not fix else 0

@@ -80,11 +80,13 @@ def jupyter_server(argv: list[str], *, cwd: Path, env: dict, port: int, log: Pat
                     time.sleep(0.5)
             yield url
         finally:
-            os.killpg(proc.pid, 15)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 15)
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, 9)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,104 @@
+"""The files a published project has: workflows that lint clean, a valid CITATION.cff, a
+LICENSE that matches pyproject.toml, and `make set-repo` rewriting the repository URL."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from clients.common import unavailable
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT_BIN = ROOT / ".venv-lint" / "bin"
+sys.path.insert(0, str(ROOT / "book" / "tools"))
+import bootstrap  # noqa: E402
+
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+def _linter(name: str) -> Path:
+    tool = LINT_BIN / name
+    if not tool.exists():
+        unavailable(f"{tool} missing: run `make lint-envs`")
+    return tool
+
+
+def test_there_are_test_and_pages_workflows():
+    assert [w.name for w in WORKFLOWS] == ["pages.yml", "test.yml"]
+    for workflow in WORKFLOWS:
+        for line in workflow.read_text().splitlines():
+            if "uses:" in line:  # every action pinned to a full commit SHA, version noted
+                ref = line.split("uses:")[1].split("#")[0].strip()
+                assert "@" in ref and len(ref.split("@")[1]) == 40, line
+                assert "# v" in line, f"say which version the SHA is: {line}"
+
+
+def test_workflows_pass_actionlint():
+    run = subprocess.run([_linter("actionlint"), *map(str, WORKFLOWS)], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_workflows_pass_zizmor():
+    run = subprocess.run([_linter("zizmor"), "--offline", "--no-progress",
+                          str(ROOT / ".github" / "workflows")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_citation_cff_is_valid_and_points_at_the_repository():
+    run = subprocess.run([_linter("cffconvert"), "--validate", "-i", "CITATION.cff"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = (ROOT / "CITATION.cff").read_text()
+    assert f'repository-code: "{bootstrap.repository_url()}"' in text
+
+
+def test_license_matches_pyproject():
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"]
+    assert declared == "MIT"
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License\n")
+
+
+def test_changelog_has_an_unreleased_section():
+    assert "\n## Unreleased\n" in (ROOT / "CHANGELOG.md").read_text()
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """The files `make set-repo` rewrites, copied so the real ones are never touched."""
+    for name in ("_config.yml", "CITATION.cff"):
+        shutil.copy2(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "chapters", tmp_path / "chapters",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    (tmp_path / "book").mkdir()
+    shutil.copy2(ROOT / "book" / "intro.ipynb", tmp_path / "book" / "intro.ipynb")
+    return tmp_path
+
+
+def test_set_repository_rewrites_config_citation_and_every_bootstrap_cell(tree):
+    url = "https://github.com/someone/attention-fork"
+    changed = bootstrap.set_repository(url + ".git", root=tree)
+    assert changed[:2] == ["_config.yml", "CITATION.cff"]
+    assert len(changed) == 2 + len(bootstrap.chapters(tree))
+    assert bootstrap.repository_url(tree / "_config.yml") == url
+    assert f'repository-code: "{url}"' in (tree / "CITATION.cff").read_text()
+    assert bootstrap.check_cells(tree) == []
+    first = json.loads((tree / "chapters" / "04_masking.ipynb").read_text())["cells"][0]
+    assert f'BOOK_REPOSITORY = "{url}"' in "".join(first["source"])
+    assert bootstrap.set_repository(url, root=tree)[2:] == []  # a second run changes no cell
+
+
+@pytest.mark.parametrize("bad", ["http://github.com/a/b", "https://gitlab.com/a/b",
+                                 "https://github.com/a", "github.com/a/b", "https://github.com/a/b c"])
+def test_set_repository_refuses_what_is_not_a_github_repository(tree, bad):
+    before = (tree / "_config.yml").read_text()
+    with pytest.raises(ValueError, match="https://github.com/OWNER/REPO"):
+        bootstrap.set_repository(bad, root=tree)
+    assert (tree / "_config.yml").read_text() == before
