@@ -10,6 +10,13 @@ What is measured, and how:
   response bodies playwright sees. Each page opens in a fresh browser context (cold
   cache). The site is served by a threaded ``http.server`` on 127.0.0.1 at a free port;
   any request to another host is refused and counted. Budget: HTML under 2.5 MB.
+* Compressed weight: what a reader downloads, as GitHub Pages serves the site: text
+  resources (HTML, JS, CSS, JSON, SVG, fonts other than WOFF2) gzip-compressed at level 6,
+  images and WOFF2 fonts as they are. Computed from the same response bodies.
+* First paint and first usable slider: the browser's first-contentful-paint time, and the
+  time from navigation start until the first slider's handle is in the page and the
+  picture beside it is decoded (an init script checks once per animation frame). A page
+  without sliders reports none.
 * Slider latency, for every page with sliders (``.widget-slider`` holding a
   ``.noUi-handle``): the handle is focused and moved with ArrowRight (ArrowLeft once at the
   end) at least 10 times. In the page, a capture-phase ``keydown`` listener stamps
@@ -26,6 +33,7 @@ Prints a table with budgets and OK / OVER BUDGET; always exits 0 unless the site
 from __future__ import annotations
 
 import argparse
+import gzip
 import functools
 import http.server
 import json
@@ -38,8 +46,31 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE_BUDGET = 2.5e6  # bytes of HTML per page
 LATENCY_BUDGET = 16.0  # ms, slider move to new frame painted
 MOVES = 12  # per slider (>= 10)
+# Content types GitHub Pages sends gzip-compressed (it leaves PNG, JPEG and WOFF2 alone).
+COMPRESSED_TYPES = ("text/", "application/javascript", "application/json", "image/svg",
+                    "application/x-font-ttf", "font/ttf", "application/vnd.ms-fontobject",
+                    "font/otf", "application/font-woff", "font/woff")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+# Runs before the page's own scripts: stamps the first animation frame at which a slider
+# handle exists and the picture in its figure is decoded.
+FIRST_SLIDER_JS = """
+(() => {
+  const tick = () => {
+    const handle = document.querySelector('.widget-slider .noUi-handle');
+    const box = handle && handle.closest('.widget-vbox, .widget-box');
+    const imgs = box ? [...box.querySelectorAll('img')]
+        .filter(im => im.getClientRects().length > 0) : [];
+    if (imgs.length && imgs.every(im => im.complete && im.naturalWidth > 0)) {
+      window.__firstSlider = performance.now();
+      return;
+    }
+    if (performance.now() < 60000) requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})();
+"""
 
 # Installed in every page: stamps key presses, watches the output area of slider `i`.
 WATCH_JS = """
@@ -109,7 +140,7 @@ def html_pages(site: Path) -> list[Path]:
 def measure_page(browser, base: str, rel: str) -> dict:
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     page = context.new_page()
-    refused, sizes, errors = [], {}, []
+    refused, sizes, compressed, errors = [], {}, {}, []
 
     def route(r):
         if r.request.url.startswith("http://127.0.0.1"):
@@ -121,18 +152,33 @@ def measure_page(browser, base: str, rel: str) -> dict:
     def on_finished(request):
         try:
             sizes[request.url] = request.sizes()["responseBodySize"]
+            response = request.response()
+            body = response.body() if response else b""
+            kind = (response.headers.get("content-type", "") if response else "").lower()
+            compressed[request.url] = (len(gzip.compress(body, compresslevel=6))
+                                       if kind.startswith(COMPRESSED_TYPES) else len(body))
         except Exception:  # the page was closed while a request finished
             pass
 
     page.route("**/*", route)
+    page.add_init_script(FIRST_SLIDER_JS)
     page.on("requestfinished", on_finished)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{base}/{rel}", wait_until="networkidle")
     page.wait_for_timeout(500)  # let the widget manager render
+    has_slider = page.locator(".widget-slider .noUi-handle").count() > 0
+    if has_slider:
+        page.wait_for_function("() => window.__firstSlider !== undefined", timeout=60_000)
+    first_slider = page.evaluate("() => window.__firstSlider ?? null") if has_slider else None
+    first_paint = page.evaluate(
+        "() => (performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime"
+        " ?? null")
     sliders = page.evaluate(
         "() => [...document.querySelectorAll('.widget-slider')]"
         ".map(s => !!s.querySelector('.noUi-handle'))")
     result = {"page": rel, "requests": len(sizes), "transferred": sum(sizes.values()),
+              "compressed": sum(compressed.values()), "first_paint_ms": first_paint,
+              "first_slider_ms": first_slider,
               "refused": refused, "page_errors": errors, "sliders": []}
     for i, has_handle in enumerate(sliders):
         if has_handle:
@@ -183,11 +229,18 @@ def verdict(ok: bool) -> str:
 
 def report(results: list[dict]) -> None:
     print(f"\nPage weight (budget: HTML under {PAGE_BUDGET / 1e6:.1f} MB per page)")
-    print(f"{'page':44} {'HTML':>10} {'loaded':>10} {'requests':>8} {'refused':>7}  verdict")
+    print("  loaded: every response body; gzip: the same as Pages sends it (text gzipped);")
+    print("  paint: first contentful paint; slider: navigation to first slider usable")
+    print(f"{'page':44} {'HTML':>10} {'loaded':>10} {'gzip':>10} {'requests':>8} "
+          f"{'refused':>7} {'paint':>8} {'slider':>8}  verdict")
     for r in results:
         ok = r["html_bytes"] <= PAGE_BUDGET
+        paint = f"{r['first_paint_ms']:6.0f}ms" if r["first_paint_ms"] is not None else "       -"
+        slider = (f"{r['first_slider_ms']:6.0f}ms" if r["first_slider_ms"] is not None
+                  else "       -")
         print(f"{r['page']:44} {r['html_bytes'] / 1e6:8.3f}MB {r['transferred'] / 1e6:8.3f}MB"
-              f" {r['requests']:8d} {len(r['refused']):7d}  {verdict(ok)}")
+              f" {r['compressed'] / 1e6:8.3f}MB {r['requests']:8d} {len(r['refused']):7d}"
+              f" {paint} {slider}  {verdict(ok)}")
         for url in r["refused"]:
             print(f"    refused non-local request: {url}")
         for err in r["page_errors"]:

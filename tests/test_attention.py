@@ -88,6 +88,22 @@ def test_gradients_are_finite_and_zero_for_fully_masked_rows():
     assert scores.grad[0, 2].abs().sum() > 0  # the unmasked rows do get a gradient
 
 
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_a_row_whose_allowed_scores_are_all_minus_inf_is_empty_not_nan(with_mask):
+    scores = torch.tensor([[0.5, float("-inf"), float("-inf")],
+                           [float("-inf"), float("-inf"), float("-inf")],
+                           [1.0, float("-inf"), 2.0]], requires_grad=True)
+    mask = torch.tensor([[True, True, False], [True, True, True], [True, False, True]])
+    weights = masked_softmax(scores, mask if with_mask else None)
+    expected = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0],
+                             [torch.tensor([1.0, 2.0]).softmax(0)[0].item(), 0.0,
+                              torch.tensor([1.0, 2.0]).softmax(0)[1].item()]])
+    torch.testing.assert_close(weights, expected)
+    (grad,) = torch.autograd.grad((weights * torch.arange(3.0)).sum(), scores)
+    assert torch.isfinite(grad).all()
+    assert torch.equal(grad[1], torch.zeros(3))
+
+
 def test_masked_softmax_gradient_matches_gradcheck():
     scores = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[True, False, True, True]])

@@ -15,6 +15,7 @@ show "Error displaying widget". A last test opens an executed chapter in Jupyter
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -165,13 +166,22 @@ def _assert_mouse_and_keyboard_move_the_figure(page, front: Front, shots: Path,
     return seen
 
 
+# Opening an executed chapter, Notebook 6 tries to restore the widget state saved with it,
+# written by ipywidgets 8 (@jupyter-widgets/controls@2.0.0) for the book, and logs, at some
+# point while the page loads, that it has no StackModel. Those views are replaced when the
+# cells run; the kernel's own ipywidgets 7 models are controls@1.5.0, so every error about
+# them still counts.
+SAVED_STATE = "@jupyter-widgets/controls@2.0.0"
+
+
 def _assert_no_errors(page, front: Front, console) -> None:
     body = page.locator("body").inner_text()
     assert "Error displaying widget" not in body
     errors = page.locator(front.error_output)
     assert errors.count() == 0, f"a cell raised:\n{errors.first.inner_text()[:2000]}"
     widget_errors = [text for kind, text in console if kind == "error"
-                     and ("widget" in text.lower() or "model" in text.lower())]
+                     and ("widget" in text.lower() or "model" in text.lower())
+                     and not (front is CLASSIC and SAVED_STATE in text)]
     assert widget_errors == [], widget_errors
 
 
@@ -195,14 +205,6 @@ def test_notebook6_with_ipywidgets7_runs_a_chapter_and_its_slider_moves(tmp_path
         page.goto(f"{url}/notebooks/{CHAPTER}", wait_until="load")
         page.wait_for_function("() => window.Jupyter && Jupyter.notebook &&"
                                " Jupyter.notebook._fully_loaded", timeout=60_000)
-        page.wait_for_timeout(2000)
-        # Opening the executed notebook, Notebook 6 tries to restore the saved widget state,
-        # written by ipywidgets 8 for the book, and logs that it has no StackModel. Those
-        # views are cleared and rebuilt by the kernel below; only later errors count.
-        restore_errors = [text for kind, text in console
-                          if kind == "error" and "model" in text.lower()]
-        assert all("StackModel" in text for text in restore_errors), restore_errors
-        console.clear()
         _run_all(page, CLASSIC)
         page.screenshot(path=str(shots / f"{CLASSIC.name}-page.png"))
         _assert_no_errors(page, CLASSIC, console)
@@ -224,8 +226,11 @@ def _lab_python() -> Path:
     return python
 
 
-def _lab(tmp: Path, work: Path):
-    python = _lab_python()
+@contextlib.contextmanager
+def _lab(tmp: Path):
+    """JupyterLab 4 from the book's venv on a copy of the chapters, and Chromium.
+    Yields (python, env, work folder, server URL, browser)."""
+    python, work = _lab_python(), _workdir(tmp)
     settings = tmp / "lab-settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     # Render every cell (Lab 4 otherwise renders only the cells in view).
@@ -238,7 +243,10 @@ def _lab(tmp: Path, work: Path):
             f"--ServerApp.root_dir={work}", "--LabApp.expose_app_in_browser=True",
             "--LabApp.news_url=", "--LabApp.check_for_updates_class="
             "jupyterlab.NeverCheckForUpdate", "--allow-root"]
-    return python, env, port, argv
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with jupyter_server(argv, cwd=work, env=env, port=port, log=tmp / "server.log") as url, \
+            chromium() as browser:
+        yield python, env, work, url, browser
 
 
 def _open_in_lab(page, url: str) -> None:
@@ -251,11 +259,7 @@ def _open_in_lab(page, url: str) -> None:
 
 
 def test_jupyterlab4_with_ipywidgets8_runs_a_chapter_and_its_slider_moves(tmp_path):
-    work = _workdir(tmp_path)
-    python, env, port, argv = _lab(tmp_path, work)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with jupyter_server(argv, cwd=work, env=env, port=port, log=tmp_path / "server.log") as url, \
-            chromium() as browser:
+    with _lab(tmp_path) as (_, _, _, url, browser):
         page, external, console = offline_page(browser)
         _open_in_lab(page, url)
         _run_all(page, LAB)
@@ -272,11 +276,7 @@ def test_jupyterlab4_shows_an_executed_chapter_without_running_it(tmp_path):
     """Opened from disk, a notebook is untrusted: JupyterLab shows each live figure's text
     form. Once trusted (``jupyter trust``), the saved widget state renders and the sliders
     move with no code run: the links are in JavaScript (jslink), as in the static book."""
-    work = _workdir(tmp_path)
-    python, env, port, argv = _lab(tmp_path, work)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with jupyter_server(argv, cwd=work, env=env, port=port, log=tmp_path / "server.log") as url, \
-            chromium() as browser:
+    with _lab(tmp_path) as (python, env, work, url, browser):
         page, external, console = offline_page(browser)
         _open_in_lab(page, url)
         page.wait_for_timeout(2000)

@@ -123,6 +123,20 @@ def test_tiled_gradients_match_sdpa():
         close(g, e, torch.float64)
 
 
+def test_tiled_gradients_stay_finite_and_match_sdpa_with_a_fully_masked_query():
+    # A query that sees no key must not poison the gradients (0/0 in the discarded branch).
+    q, k, v = (t.requires_grad_() for t in qkv((2, 6, 4), (2, 7, 4), 3, torch.float64, seed=8))
+    mask = torch.ones(6, 7, dtype=torch.bool)
+    mask[2] = False
+    grads = torch.autograd.grad(tiled_attention(q, k, v, mask=mask, block_size=3).sum(),
+                                (q, k, v))
+    expected = torch.autograd.grad(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum(), (q, k, v))
+    for g, e in zip(grads, expected):
+        assert torch.isfinite(g).all()
+        close(g, e, torch.float64)
+
+
 def test_bad_inputs_raise():
     q, k, v = qkv((2, 4, 8), (2, 5, 8), 3)
     with pytest.raises(ValueError, match="q .*k"):
@@ -218,3 +232,68 @@ def test_linear_attention_cross_and_errors():
     close(linear_attention(q, k, v), explicit_kernel_attention(q, k, v, False))
     with pytest.raises(ValueError, match="Q == K"):
         linear_attention(q, k, v, causal=True)
+
+
+# ---------------------------------------------------------------- KV cache storage
+def kv_steps(steps, batch=2, heads=3, dim=4, seed=6):
+    gen = torch.Generator().manual_seed(seed)
+    return [(torch.randn(batch, heads, 1, dim, generator=gen),
+             torch.randn(batch, heads, 1, dim, generator=gen)) for _ in range(steps)]
+
+
+@pytest.mark.parametrize("capacity", [None, 1, 3, 20])
+def test_kv_cache_append_equals_concatenation(capacity):
+    cache, steps = KVCache(capacity=capacity), kv_steps(11)
+    assert len(cache) == 0 and cache.keys is None and cache.values is None
+    for t, (k, v) in enumerate(steps, start=1):
+        keys, values = cache.append(k, v)
+        assert len(cache) == t and cache.capacity >= t
+        assert torch.equal(keys, torch.cat([s[0] for s in steps[:t]], dim=-2))
+        assert torch.equal(values, torch.cat([s[1] for s in steps[:t]], dim=-2))
+        assert torch.equal(cache.keys, keys) and torch.equal(cache.values, values)
+    two = kv_steps(1, seed=7)[0]
+    keys, _ = cache.append(torch.cat([two[0], two[0]], -2), torch.cat([two[1], two[1]], -2))
+    assert keys.shape == (2, 3, 13, 4)
+    assert torch.equal(keys[..., -2:, :], torch.cat([two[0], two[0]], -2))
+
+
+def test_kv_cache_preallocates_and_writes_in_place():
+    cache = KVCache(capacity=8)
+    pointers = set()
+    for k, v in kv_steps(8):
+        keys, values = cache.append(k, v)
+        pointers.add((keys.data_ptr(), values.data_ptr()))
+    assert len(pointers) == 1 and cache.capacity == 8  # one buffer, never reallocated
+    grown = KVCache()  # no hint: the capacity doubles, O(log T) reallocations
+    capacities = set()
+    for k, v in kv_steps(9):
+        grown.append(k, v)
+        capacities.add(grown.capacity)
+    assert capacities == {1, 2, 4, 8, 16}
+
+
+def test_kv_cache_does_not_alias_the_caller_tensors():
+    cache, steps = KVCache(), kv_steps(3)
+    first_k, first_v = steps[0][0].clone(), steps[0][1].clone()
+    keys, values = cache.append(*steps[0])
+    assert keys.data_ptr() != steps[0][0].data_ptr() and values.data_ptr() != steps[0][1].data_ptr()
+    steps[0][0].zero_(), steps[0][1].zero_()  # the caller reuses its tensors
+    assert torch.equal(cache.keys, first_k) and torch.equal(cache.values, first_v)
+    before = cache.keys.clone()
+    view, _ = cache.append(*steps[1])
+    cache.append(*steps[2])  # later appends (and a reallocation) leave earlier views alone
+    assert torch.equal(view[..., :1, :], before) and view.shape[-2] == 2
+
+
+def test_kv_cache_bad_input_raises():
+    cache = KVCache()
+    k, v = kv_steps(1)[0]
+    with pytest.raises(ValueError, match="keys"):
+        cache.append(k[0], v)
+    with pytest.raises(ValueError, match="same"):
+        cache.append(k, torch.cat([v, v], dim=-2))
+    cache.append(k, v)
+    with pytest.raises(ValueError, match="do not fit"):
+        cache.append(k[..., :2], v)
+    with pytest.raises(ValueError, match="capacity"):
+        KVCache(capacity=0)

@@ -80,7 +80,9 @@ def test_training_makes_three_heads_specialise():
     model = TwinsModel(24, 3)
     losses = train_twins(model, train, steps=150, lr=0.03)
     assert losses[-1] < 0.01 * losses[0]
+    model.train()
     accuracy = twins_accuracy(model, test)
+    assert model.training, "twins_accuracy must leave the model in the mode it found it in"
     assert min(accuracy.values()) > 0.99
     _, weights = model(test.symbols, test.colours)
     relations = relation_weights(weights.detach(), test.twin)

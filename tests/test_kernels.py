@@ -94,6 +94,18 @@ def test_agrees_with_torch_softmax():
     assert pred.shape == (7, 3)
 
 
+@pytest.mark.parametrize("w", [1e10, 1e20, 1e30, 3e38])
+def test_weights_still_sum_to_one_when_the_scaled_distance_overflows(w):
+    # (d·w)² overflows float32 here; the weight goes to the nearest allowed key, not NaN.
+    queries, keys = torch.tensor([0.0, 1.0, 10.0]), torch.tensor([0.0, 0.5, 1.2, 3.0])
+    values = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    mask = torch.ones(3, 4, dtype=torch.bool)
+    mask[0, 0] = False  # query 0's nearest allowed key is then 0.5
+    pred, weights = nadaraya_watson(queries, keys, values, w=w, mask=mask)
+    torch.testing.assert_close(weights.sum(dim=-1), torch.ones(3))
+    torch.testing.assert_close(pred, torch.tensor([2.0, 3.0, 4.0]))
+
+
 def test_bandwidth_keyword_is_inverse_w():
     q, k, v = torch.randn(4), torch.randn(5), torch.randn(5)
     by_w = nadaraya_watson(q, k, v, w=4.0)

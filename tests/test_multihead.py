@@ -89,6 +89,19 @@ def test_every_broadcastable_mask_shape_matches_the_full_mask(shape):
     assert_close(module(q, kv, kv, mask), module(q, kv, kv, full), tol=0)
 
 
+@pytest.mark.parametrize("shape", [(2, 1, 7), (2, 5, 7)])
+def test_a_3d_mask_is_per_example_even_when_the_batch_equals_the_heads(shape):
+    # (B, 1, K) and (B, Q, K) are per-example masks shared by the heads; with B == H they
+    # must not be read as one mask per head.
+    module = MultiHeadAttention(16, 2).eval()
+    q, kv = randn(2, 5, 16, seed=4), randn(2, 7, 16, seed=5)
+    mask = torch.rand(shape, generator=torch.Generator().manual_seed(6)) > 0.3
+    mask[0, ..., 4:] = False  # example 0: keys 4.. are padding
+    out, weights = module(q, kv, kv, mask)
+    assert_close((out, weights), module(q, kv, kv, mask[:, None]), tol=0)
+    assert torch.equal(weights[0, :, :, 4:], torch.zeros(2, 5, 3))
+
+
 def test_equals_per_head_scaled_dot_product_attention():
     module = MultiHeadAttention(12, 3).eval()
     q, kv = randn(2, 4, 12, seed=1), randn(2, 6, 12, seed=2)
@@ -98,6 +111,15 @@ def test_equals_per_head_scaled_dot_product_attention():
                                                   module.split_heads(module.w_v(kv)), mask)
     expected = module.w_o(module.merge_heads(heads))
     assert_close(module(q, kv, kv, mask), (expected, weights))
+
+
+def test_from_torch_and_to_torch_leave_the_global_random_stream_alone():
+    mha = nn.MultiheadAttention(16, 4, batch_first=True)
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    MultiHeadAttention.from_torch(mha).to_torch()
+    assert torch.equal(torch.rand(3), expected)
 
 
 def test_split_and_merge_heads_are_inverse():

@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from helpers.plotting import heatmap, show_heatmaps, to_numpy  # noqa: E402
+from helpers.plotting import heatmap, multihead_diagram, show_heatmaps, to_numpy  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +116,38 @@ def test_show_heatmaps_rejects_wrong_rank(grid):
         show_heatmaps(grid)
 
 
+@pytest.mark.parametrize("call", [
+    lambda: heatmap(np.zeros((2, 3)), xticklabels=["a", "b"]),
+    lambda: heatmap(np.zeros((2, 3)), yticklabels=["a", "b", "c"]),
+    lambda: show_heatmaps(np.zeros((2, 3, 3)), titles=["only one"]),
+    lambda: heatmap(np.zeros((2, 3)), annotate=True, fmt="{:d}"),  # fails mid-drawing
+])
+def test_a_failing_call_raises_and_leaves_no_figure_open(call):
+    plt.close("all")
+    with pytest.raises((ValueError, TypeError)):
+        call()
+    assert plt.get_fignums() == []
+
+
 def test_show_heatmaps_rejects_empty_grid():
     with pytest.raises(ValueError, match="grid must hold at least one matrix"):
         show_heatmaps([])
+
+
+def test_multihead_diagram_draws_one_box_per_head_and_returns_the_figure():
+    fig = multihead_diagram(num_heads=4)
+    assert isinstance(fig, Figure)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert sum(t.startswith("head ") for t in texts) == 4
+    assert any("concat" in t for t in texts) and any("W^O" in t for t in texts)
+
+
+def test_multihead_diagram_draws_into_a_given_axes():
+    fig, ax = plt.subplots()
+    assert multihead_diagram(2, ax=ax) is fig
+
+
+@pytest.mark.parametrize("bad", [0, 9, 2.0, True, "3"])
+def test_multihead_diagram_rejects_bad_head_counts(bad):
+    with pytest.raises(ValueError, match="num_heads"):
+        multihead_diagram(bad)

@@ -159,6 +159,13 @@ def test_adjacency_mask_rejects_unknown_nodes():
         adjacency_mask([(0, 3)], 3)
 
 
+@pytest.mark.parametrize("edges", [torch.tensor([[0, 1, 2], [1, 2, 3]]),  # (2, E): edges.T
+                                   torch.tensor([0, 1, 1, 2]), [(0, 1, 2)]])
+def test_adjacency_mask_refuses_what_is_not_a_list_of_pairs(edges):
+    with pytest.raises(ValueError, match=r"edges must be pairs \(i, j\)"):
+        adjacency_mask(edges, 4)
+
+
 # ---------------------------------------------------------------- patches
 def test_image_to_patches_order_and_roundtrip():
     image = torch.arange(2 * 4 * 6, dtype=torch.float32).reshape(2, 4, 6)  # (C, H, W)

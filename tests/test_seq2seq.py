@@ -116,6 +116,10 @@ def test_model_rejects_bad_input():
         reversal_model(0, ffn_hidden=0)
     with pytest.raises(ValueError, match="max_len"):
         greedy_decode(model, src, 7, BOS)
+    tgt = _tokens((B, 3), 1)
+    for bad in (torch.full((1,), 2), torch.full((B, 1), 2), torch.full((B + 1,), 2), [2] * B):
+        with pytest.raises(ValueError, match=r"src_valid_lens must have shape \(B,\)"):
+            model(src, tgt, bad)  # (1,) would silently apply one length to every sequence
 
 
 # --- greedy decoding ------------------------------------------------------------------------

@@ -59,6 +59,22 @@ def test_layer_norm_equals_torch(shape, d_model, eps, double, seed):
     torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("eps", [-1e-5, float("nan"), float("inf"), "1e-5", True])
+def test_layer_norm_rejects_an_eps_that_is_not_a_finite_number_at_least_zero(eps):
+    with pytest.raises(ValueError, match="eps must be a finite number >= 0"):
+        LayerNorm(8, eps=eps)
+
+
+def test_from_torch_leaves_the_global_random_stream_alone():
+    encoder = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
+    decoder = nn.TransformerDecoderLayer(16, 4, 32, batch_first=True)
+    torch.manual_seed(3)
+    expected = torch.rand(3)
+    torch.manual_seed(3)
+    EncoderBlock.from_torch(encoder), DecoderBlock.from_torch(decoder)
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_layer_norm_is_per_token_batch_norm_is_not():
     x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(0))
     other = x.clone()

@@ -82,7 +82,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
     """Softmax of ``scores`` along ``dim`` over the entries the mask allows.
 
     Masked entries get weight exactly 0; a row whose entries are all masked gets all-zero
-    weights (and finite, zero gradients), never NaN and never uniform. The row maximum of
+    weights (and finite, zero gradients), never NaN and never uniform. A score of ``-inf``
+    counts as masked, so a row whose allowed scores are all ``-inf`` is an empty row too. The row maximum of
     the unmasked entries is subtracted before ``exp``, so any finite score (±1e4 included)
     is safe in float32 and float64. Usually ``scores`` is (B, Q, K) or (B, H, Q, K) and the
     softmax runs over the keys K.
@@ -100,13 +101,19 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
         got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
         raise ValueError(f"scores must be a floating-point tensor, got {got}")
+    finite = ~torch.isneginf(scores)  # a score of -inf is a masked score
     if mask is None:
-        return torch.softmax(scores, dim=dim)
-    visible, has_key = _visible_and_rows(_check_mask(mask, scores.shape, scores.device), dim)
-    weights = torch.softmax(torch.where(visible, scores, float("-inf")), dim=dim)
-    if has_key is not None:
-        weights = weights.masked_fill(~has_key, 0.0)  # all-zero rows, zero gradients
-    return weights
+        if bool(finite.all()):
+            return torch.softmax(scores, dim=dim)
+        mask = finite
+    else:
+        mask = _check_mask(mask, scores.shape, scores.device) & finite
+    has_key = mask.any(dim=dim, keepdim=True)
+    if bool(has_key.all()):
+        return torch.softmax(torch.where(mask, scores, float("-inf")), dim=dim)
+    # Rows with no allowed key: softmax over zeros (finite values and gradients), then zero.
+    filled = torch.where(mask, scores, float("-inf")).where(has_key, 0.0)
+    return torch.softmax(filled, dim=dim).masked_fill(~has_key, 0.0)
 
 
 def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,

@@ -178,7 +178,11 @@ def tiled_attention(q, k, v, mask=None, is_causal=False, block_size=128,
             l = l * alpha + p.sum(dim=-1, keepdim=True)
             acc = acc * alpha + p @ v[..., k0:k0 + block_size, :]
             m = m_new
-        outs.append(torch.where(l > 0, acc / l, torch.zeros_like(acc)))  # (…, Qb, Dv)
+        # A query with no allowed key has l = 0: divide by 1 there, so that neither the
+        # value nor the gradient of the branch torch.where discards is 0/0 (NaN).
+        has_key = l > 0
+        outs.append(torch.where(has_key, acc / torch.where(has_key, l, 1.0),
+                                torch.zeros_like(acc)))  # (…, Qb, Dv)
     if not outs:  # Q == 0
         return q.new_zeros((*lead, 0, v.shape[-1]))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)  # (…, Q, Dv)

@@ -167,8 +167,14 @@ def train_twins(model: TwinsModel, data: TwinsData, *, steps: int = 150,
 
 @torch.no_grad()
 def twins_accuracy(model: TwinsModel, data: TwinsData) -> dict[str, float]:
-    """The fraction of the N · T positions whose argmax prediction is right, by target."""
-    logits, _ = model.eval()(data.symbols, data.colours)
+    """The fraction of the N · T positions whose argmax prediction is right, by target.
+    The model is run in eval mode, without gradients, and left in the mode it was in."""
+    was_training = model.training
+    try:
+        with torch.no_grad():
+            logits, _ = model.eval()(data.symbols, data.colours)
+    finally:
+        model.train(was_training)
     return {name: (logits[name].argmax(dim=-1) == target).float().mean().item()
             for name, target in data.targets().items()}
 

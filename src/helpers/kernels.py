@@ -122,8 +122,23 @@ def nadaraya_watson(queries, keys, values, w=1.0, *, bandwidth=None, mask=None):
     scores = -0.5 * (distances * w) ** 2  # (Q, K)
     if mask is not None:
         mask = mask.to(scores.device)
+    if not bool(torch.isfinite(scores).all()):  # (d·w)² overflowed: shift before squaring
+        scores = _shifted_scores(distances, w, mask)
     weights = masked_softmax(scores, mask)  # (Q, K); a fully masked row gives zeros
     return weights @ values, weights
+
+
+def _shifted_scores(distances: torch.Tensor, w, mask) -> torch.Tensor:
+    """The Gaussian scores minus each row's largest, ``-w²(|d|² − |d|²_min)/2``, factored
+    as ``-((|d| − |d|_min)·w)((|d| + |d|_min)·w)/2`` so that nothing overflows for the
+    nearest allowed key (score exactly 0) and farther keys go to ``-inf`` (weight 0) rather
+    than NaN. The softmax is unchanged by the shift."""
+    a = distances.abs()  # (Q, K)
+    allowed = a if mask is None else a.masked_fill(~mask, float("inf"))
+    nearest = allowed.amin(dim=-1, keepdim=True)  # (Q, 1)
+    nearest = nearest.masked_fill(torch.isinf(nearest), 0.0)  # rows with no allowed key
+    product = ((a - nearest) * w) * ((a + nearest) * w)
+    return torch.where(a == nearest, torch.zeros_like(a), -0.5 * product)
 
 
 class NWKernelRegression(nn.Module):

@@ -46,7 +46,8 @@ class MultiHeadAttention(nn.Module):
     (B, H, Q, K): (Q, K) for a causal mask, (B, 1, 1, K) for a padding mask (the (B, K)
     mask of :func:`helpers.masks.valid_length_mask` as ``mask[:, None, None, :]``),
     (B, 1, Q, K) or (B, H, Q, K); a 2-D mask is always read as (Q, K), so never pass a
-    (B, K) mask as it is. It returns ``(out, weights)``: out (B, Q, D) and the
+    (B, K) mask as it is, and a 3-D mask always as (B, Q, K) or (B, 1, K), shared by the
+    heads. It returns ``(out, weights)``: out (B, Q, D) and the
     weights of every head (B, H, Q, K). ``dropout`` (while training) drops weights used for
     ``out``; the returned weights are the undropped softmax.
     """
@@ -115,14 +116,17 @@ class MultiHeadAttention(nn.Module):
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
             got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
             raise ValueError(f"mask must be a bool tensor (True = may attend), got {got}")
+        if mask.dim() == 3:  # (B, Q|1, K|1), the batch convention of masked_softmax: the
+            mask = mask[:, None]  # heads share it. Never read as (H, Q, K), even when B == H.
         try:
             fits = mask.dim() <= 4 and torch.broadcast_shapes(mask.shape, shape) == shape
         except RuntimeError:
             fits = False
         if not fits:
             raise ValueError(f"mask of shape {tuple(mask.shape)} must broadcast to the weights' "
-                             f"shape (B, H, Q, K) = {tuple(shape)}; e.g. (Q, K), (B, 1, 1, K) "
-                             f"(a (B, K) padding mask as mask[:, None, None, :]) or (B, 1, Q, K)")
+                             f"shape (B, H, Q, K) = {tuple(shape)}; e.g. (Q, K), (B, 1, K) or "
+                             f"(B, 1, 1, K) (a (B, K) padding mask as mask[:, None, None, :]), "
+                             f"(B, Q, K) or (B, 1, Q, K)")
         mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # (B|1, H|1, Q|1, K|1)
         device = self.w_o.weight.device
         visible, has_key = _visible_and_rows(mask.to(device), -1)
@@ -187,7 +191,9 @@ class MultiHeadAttention(nn.Module):
                              "nor add_zero_attn; this module has no such options")
         bias = mha.in_proj_bias is not None
         weight = mha.in_proj_weight
-        module = cls(mha.embed_dim, mha.num_heads, bias=bias, dropout=mha.dropout)
+        with torch.random.fork_rng(devices=[]):  # the weights are overwritten: do not let
+            # their throwaway initialisation move the caller's random stream
+            module = cls(mha.embed_dim, mha.num_heads, bias=bias, dropout=mha.dropout)
         module.to(device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
             for i, linear in enumerate((module.w_q, module.w_k, module.w_v)):
@@ -204,9 +210,10 @@ class MultiHeadAttention(nn.Module):
         """An ``nn.MultiheadAttention(batch_first=True)`` holding a copy of these weights."""
         weight = self.w_o.weight
         bias = self.w_o.bias is not None
-        mha = nn.MultiheadAttention(self.d_model, self.num_heads, dropout=self.dropout,
-                                    bias=bias, batch_first=True, device=weight.device,
-                                    dtype=weight.dtype)
+        with torch.random.fork_rng(devices=[]):  # as in from_torch
+            mha = nn.MultiheadAttention(self.d_model, self.num_heads, dropout=self.dropout,
+                                        bias=bias, batch_first=True, device=weight.device,
+                                        dtype=weight.dtype)
         with torch.no_grad():
             mha.in_proj_weight.copy_(torch.cat([self.w_q.weight, self.w_k.weight,
                                                 self.w_v.weight]))

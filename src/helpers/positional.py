@@ -16,6 +16,8 @@ Shapes: T positions, D features (``d_model``), B batch.
 
 from __future__ import annotations
 
+import math
+
 import numbers
 
 import torch
@@ -52,7 +54,14 @@ def _check_dropout(dropout) -> float:
 
 
 def _frequencies(d_model: int, base: float) -> torch.Tensor:
-    """ω_i = base^(−2i/D) for i = 0 … D/2 − 1, float64, shape (D/2,)."""
+    """ω_i = base^(−2i/D) for i = 0 … D/2 − 1, float64, shape (D/2,).
+
+    ``base`` must be a finite number above 1: at 1 every pair would turn at the same
+    frequency, below it the frequencies would grow instead of fall, and 0, a negative or a
+    NaN base gives infinities or NaNs."""
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) \
+            or base <= 1:
+        raise ValueError(f"base must be a finite number greater than 1, got {base!r}")
     exponents = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model  # 2i / D
     return torch.pow(float(base), -exponents)  # (D/2,)
 

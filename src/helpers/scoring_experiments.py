@@ -131,7 +131,10 @@ def softmax_with_temperature(scores: torch.Tensor, temperature: float,
         return hardmax(scores, dim=dim)
     if math.isinf(temperature):
         return torch.full_like(scores, 1.0 / scores.shape[dim])
-    return torch.softmax(scores / temperature, dim=dim)
+    # Subtract each row's maximum before dividing: for a tiny τ, scores / τ would overflow to
+    # ±inf (and softmax to NaN); shifted, the largest score is 0 and the rest go to -inf.
+    shifted = scores - scores.amax(dim=dim, keepdim=True)
+    return torch.softmax(shifted / temperature, dim=dim)
 
 
 def hardmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:

@@ -163,8 +163,13 @@ def adjacency_mask(edges: Sequence[tuple[int, int]] | torch.Tensor, num_nodes: i
         A bool tensor of shape (N, N); True = may attend.
     """
     num_nodes = _check_int(num_nodes, "num_nodes")
-    pairs = torch.as_tensor(edges, dtype=torch.long).reshape(-1, 2) if len(edges) else \
+    pairs = torch.as_tensor(edges, dtype=torch.long) if len(edges) else \
         torch.zeros(0, 2, dtype=torch.long)
+    if pairs.dim() != 2 or pairs.shape[1] != 2:  # never re-pair a (2, E) edge index
+        raise ValueError(f"edges must be pairs (i, j), a list or an (E, 2) tensor, got shape "
+                         f"{tuple(pairs.shape)}" + (" (for a (2, E) edge index pass edges.T)"
+                                                    if pairs.dim() == 2 and pairs.shape[0] == 2
+                                                    else ""))
     if pairs.numel() and (int(pairs.min()) < 0 or int(pairs.max()) >= num_nodes):
         raise ValueError(f"edges must hold node indices in [0, {num_nodes}), got indices from "
                          f"{int(pairs.min())} to {int(pairs.max())}")

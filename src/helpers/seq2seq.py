@@ -91,8 +91,16 @@ class Seq2SeqTransformer(nn.Module):
         """src (B, S) → ``(memory (B, S, D), src_mask (B, 1, 1, S) or None, weights)``,
         weights a list of (B, H, S, S), one per encoder layer."""
         x = self._embed(src, self.src_embedding, "src")  # (B, S, D)
-        src_mask = None if src_valid_lens is None else \
-            valid_length_mask(src_valid_lens.to(src.device), src.shape[1])[:, None, None, :]
+        src_mask = None
+        if src_valid_lens is not None:
+            if not isinstance(src_valid_lens, torch.Tensor) \
+                    or tuple(src_valid_lens.shape) != (src.shape[0],):
+                got = tuple(src_valid_lens.shape) if isinstance(src_valid_lens, torch.Tensor) \
+                    else type(src_valid_lens).__name__
+                raise ValueError(f"src_valid_lens must have shape (B,) = ({src.shape[0]},), one "
+                                 f"length per source sequence, got {got}")
+            src_mask = valid_length_mask(src_valid_lens.to(src.device),
+                                         src.shape[1])[:, None, None, :]  # (B, 1, 1, S)
         weights = []
         for layer in self.encoder_layers:
             x, w = layer(x, src_mask)  # (B, S, D), (B, H, S, S)
@@ -276,8 +284,8 @@ def stability_run(norm_first: bool, warmup_steps: int, lr: float = 1e-2, steps: 
                   batch_size: int = 32) -> list[float]:
     """Training losses (one per step) of a deeper, narrower model (``num_layers`` encoder and
     decoder layers, D = ``d_model``) at a high ``lr``, for comparing post-LN and pre-LN with
-    and without warm-up. With the defaults, post-LN without warm-up stalls near loss 1.7
-    while the other three fall below 0.7 (seed 0); a run takes a few seconds on one core."""
+    and without warm-up. With the defaults (seed 0; mean loss of the last 20 steps),
+    post-LN without warm-up ends near 1.76 and the other three between 0.26 and 0.76."""
     model = reversal_model(seed, d_model=d_model, num_heads=4, ffn_hidden=2 * d_model,
                            num_encoder_layers=num_layers, num_decoder_layers=num_layers,
                            norm_first=norm_first)

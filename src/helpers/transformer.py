@@ -89,6 +89,10 @@ class LayerNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
         self.d_model = _positive_int(d_model, "d_model")
+        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps >= 0 \
+                or eps == float("inf"):
+            # eps < 0 lets var + eps reach 0 or below: inf or NaN outputs, never an error
+            raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
         self.eps = float(eps)
         self.weight = nn.Parameter(torch.ones(self.d_model))  # (D,) gain γ
         self.bias = nn.Parameter(torch.zeros(self.d_model))  # (D,) shift β
@@ -225,7 +229,8 @@ class EncoderBlock(_Block):
         """An EncoderBlock holding (copies of) the weights of an ``nn.TransformerEncoderLayer``
         (relu or gelu, with biases), same ``norm_first``, eps, dropout, device and dtype.
         Call it with batch-first inputs (B, T, D) whatever the layer's ``batch_first``."""
-        block = cls(**_torch_layer_settings(layer, nn.TransformerEncoderLayer, "layer"))
+        with torch.random.fork_rng(devices=[]):  # throwaway init: keep the caller's stream
+            block = cls(**_torch_layer_settings(layer, nn.TransformerEncoderLayer, "layer"))
         weight = layer.linear1.weight
         block.to(device=weight.device, dtype=weight.dtype)
         block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
@@ -284,7 +289,8 @@ class DecoderBlock(_Block):
         """A DecoderBlock holding (copies of) the weights of an ``nn.TransformerDecoderLayer``
         (``self_attn`` → ``self_attn``, ``multihead_attn`` → ``cross_attn``, linear1/2,
         norm1..3). Call it with batch-first inputs."""
-        block = cls(**_torch_layer_settings(layer, nn.TransformerDecoderLayer, "layer"))
+        with torch.random.fork_rng(devices=[]):  # as in EncoderBlock.from_torch
+            block = cls(**_torch_layer_settings(layer, nn.TransformerDecoderLayer, "layer"))
         weight = layer.linear1.weight
         block.to(device=weight.device, dtype=weight.dtype)
         block.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
