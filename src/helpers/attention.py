@@ -101,19 +101,20 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
         got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
         raise ValueError(f"scores must be a floating-point tensor, got {got}")
-    finite = ~torch.isneginf(scores)  # a score of -inf is a masked score
+    # A score of -inf counts as masked. No (…, Q, K) temporary outlives this block except the
+    # filled scores the softmax reads, so the peak memory is that of a plain softmax.
     if mask is None:
-        if bool(finite.all()):
+        if not bool(torch.isneginf(scores).any()):
             return torch.softmax(scores, dim=dim)
-        mask = finite
+        filled = scores
     else:
-        mask = _check_mask(mask, scores.shape, scores.device) & finite
-    has_key = mask.any(dim=dim, keepdim=True)
+        filled = torch.where(_check_mask(mask, scores.shape, scores.device), scores,
+                             float("-inf"))
+    has_key = (filled > float("-inf")).any(dim=dim, keepdim=True)  # rows with a key left
     if bool(has_key.all()):
-        return torch.softmax(torch.where(mask, scores, float("-inf")), dim=dim)
-    # Rows with no allowed key: softmax over zeros (finite values and gradients), then zero.
-    filled = torch.where(mask, scores, float("-inf")).where(has_key, 0.0)
-    return torch.softmax(filled, dim=dim).masked_fill(~has_key, 0.0)
+        return torch.softmax(filled, dim=dim)
+    # Rows with no key left: softmax over zeros (finite values and gradients), then zero.
+    return torch.softmax(filled.where(has_key, 0.0), dim=dim).masked_fill(~has_key, 0.0)
 
 
 def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
