@@ -104,6 +104,19 @@ def test_a_row_whose_allowed_scores_are_all_minus_inf_is_empty_not_nan(with_mask
     assert torch.equal(grad[1], torch.zeros(3))
 
 
+def test_masked_softmax_needs_no_more_memory_than_a_plain_softmax():
+    # Treating -inf as masked must not keep an extra (…, Q, K) tensor alive: at most a few
+    # (Q, 1) vectors (a (256, 256) bool matrix would be 64 KiB).
+    from helpers.efficient import peak_memory_bytes
+    scores = torch.randn(256, 256, generator=torch.Generator().manual_seed(0))
+    mask = torch.rand(1, 256, generator=torch.Generator().manual_seed(1)) > 0.2
+    slack = 4 * 1024
+    assert peak_memory_bytes(masked_softmax, scores) <= \
+        peak_memory_bytes(torch.softmax, scores, -1) + slack
+    assert peak_memory_bytes(masked_softmax, scores, mask) <= peak_memory_bytes(
+        lambda: torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)) + slack
+
+
 def test_masked_softmax_gradient_matches_gradcheck():
     scores = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[True, False, True, True]])
