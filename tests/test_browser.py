@@ -155,6 +155,25 @@ def test_page_offline_clean_and_live(browser, server, page_path):
         page.close()
 
 
+@pytest.mark.parametrize("page_path", [p for p in _pages() if p != "404.html"] or ["index.html"])
+def test_page_does_not_scroll_sideways_on_a_phone(browser, server, page_path):
+    """At 390 CSS px no page is wider than the screen: long inline code wraps and a wide
+    display equation scrolls inside its own box."""
+    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True,
+                            has_touch=True, device_scale_factor=2)
+    try:
+        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
+            ("http://127.0.0.1:", "data:")) else r.abort())
+        page.goto(f"{server}/{page_path}", wait_until="networkidle")
+        page.evaluate("() => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
+                      " ? MathJax.startup.promise.then(() => true) : true")
+        overflow = page.evaluate("() => document.documentElement.scrollWidth"
+                                 " - document.documentElement.clientWidth")
+        assert overflow <= 0, f"{page_path} scrolls sideways by {overflow} px at 390 px"
+    finally:
+        page.close()
+
+
 def _assert_slider_changes_picture(page, handle, page_path: str, index: int) -> None:
     figure = handle.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]")
     readout = handle.locator(
