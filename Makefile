@@ -1,7 +1,7 @@
 # Attention Mechanisms, an interactive textbook.
 #   make book     fresh machine -> built offline site in _build/html
 #   make test     every test: unit/property, notebooks (nbval), hygiene, build, browser
-# Also: make serve | execute | lab | clean | bench | client-envs | set-repo URL=...
+# Also: make unit | serve | execute | lab | clean | bench | client-envs | set-repo URL=...
 
 PYTHON_BOOTSTRAP ?= python3
 VENV   := .venv
@@ -13,17 +13,20 @@ PORT   ?= 8000
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .DEFAULT_GOAL := book
-.PHONY: book test serve execute lab clean bench check-tools client-envs lint-envs set-repo
+.PHONY: book test unit serve execute lab clean bench check-python check-tools client-envs \
+	lint-envs set-repo
 
-check-tools:
+check-python:
 	@command -v $(PYTHON_BOOTSTRAP) >/dev/null 2>&1 || { echo "error: $(PYTHON_BOOTSTRAP) not found: install Python 3.11 (Debian: apt-get install python3 python3-venv)"; exit 1; }
 	@$(PYTHON_BOOTSTRAP) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "error: Python 3.10 or newer is needed (3.11 recommended), found $$($(PYTHON_BOOTSTRAP) --version)"; exit 1; }
 	@$(PYTHON_BOOTSTRAP) -c 'import venv, ensurepip' 2>/dev/null || { echo "error: Python's venv module is missing: install it (Debian: apt-get install python3-venv)"; exit 1; }
+
+check-tools: check-python
 	@command -v node >/dev/null 2>&1 || { echo "error: node not found: install Node.js 18 or newer (Debian: apt-get install nodejs npm)"; exit 1; }
 	@command -v npm >/dev/null 2>&1 || { echo "error: npm not found: install npm (Debian: apt-get install npm)"; exit 1; }
 
 # The virtual environment, rebuilt when the pins or the package metadata change.
-$(VENV)/.installed: requirements.txt pyproject.toml | check-tools
+$(VENV)/.installed: requirements.txt pyproject.toml | check-python
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet torch==2.13.0
@@ -35,7 +38,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml | check-tools
 # and the classic Notebook 6.5 front end), without the helpers: tests/test_clients.py runs
 # every chapter's bootstrap cell in it and drives Notebook 6.5 in Chromium. Built once.
 COLAB := .venv-colab
-$(COLAB)/.installed: tests/clients/colab.txt | check-tools
+$(COLAB)/.installed: tests/clients/colab.txt | check-python
 	@test -x $(COLAB)/bin/python || $(PYTHON_BOOTSTRAP) -m venv $(COLAB)
 	$(COLAB)/bin/python -m pip install --quiet pip==24.1.2
 	$(COLAB)/bin/python -m pip install --quiet torch==2.13.0
@@ -46,7 +49,7 @@ client-envs: $(COLAB)/.installed
 
 # Linters for the repository's own files (workflows, CITATION.cff), apart from the book's venv.
 LINT := .venv-lint
-$(LINT)/.installed: .github/lint-requirements.txt | check-tools
+$(LINT)/.installed: .github/lint-requirements.txt | check-python
 	@test -x $(LINT)/bin/python || $(PYTHON_BOOTSTRAP) -m venv $(LINT)
 	$(LINT)/bin/python -m pip install --quiet -r .github/lint-requirements.txt
 	@touch $@
@@ -79,6 +82,14 @@ book: check-tools $(VENV)/.installed book/vendor/.stamp $(STAGE)/.config
 test: book client-envs lint-envs
 	$(PY) -m pytest --nbval -p no:cacheprovider $(PYTEST_ARGS) tests chapters book/intro.ipynb
 
+# The unit and property tests of the helpers alone: no book build, no browser, no Node.js.
+UNIT_EXCLUDE := tests/test_browser.py tests/test_client_frontends.py tests/test_clients.py \
+	tests/test_project_files.py tests/test_notebooks.py tests/test_glossary.py \
+	tests/test_bibliography.py tests/test_bootstrap_cell.py
+unit: $(VENV)/.installed
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
+		$(filter-out $(UNIT_EXCLUDE),$(sort $(wildcard tests/test_*.py)))
+
 serve:
 	@test -f $(SITE)/index.html || { echo "error: no site in $(SITE): run make book first"; exit 1; }
 	@echo "Serving $(SITE) on http://127.0.0.1:$(PORT)/ (Ctrl-C to stop)"
@@ -95,13 +106,15 @@ set-repo:
 lab: $(VENV)/.installed
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=chapters
 
+# Every benchmark runs; the target fails at the end if any of them missed a budget.
+BENCHMARKS := build site attention multihead transformer efficient
 bench: book
-	$(PY) benchmarks/build.py
-	$(PY) benchmarks/site.py
-	$(PY) benchmarks/attention.py
-	$(PY) benchmarks/multihead.py
-	$(PY) benchmarks/transformer.py
-	$(PY) benchmarks/efficient.py
+	@failed=""; for name in $(BENCHMARKS); do \
+		echo "== benchmarks/$$name.py"; \
+		$(PY) benchmarks/$$name.py || failed="$$failed $$name"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make bench: budget missed in:$$failed"; exit 1; fi; \
+	echo "make bench: every budget met"
 
 clean:
 	rm -rf _build book/vendor

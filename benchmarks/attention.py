@@ -21,7 +21,9 @@ What is measured, and how:
 - Agreement: the maximum absolute difference of the outputs. ``F.scaled_dot_product_attention``
   returns no weights, so only outputs are compared. Budget: at most 1e-5.
 
-Prints one line per case with OK / OVER BUDGET. Exits 0 even when a budget is missed.
+Prints one line per case with OK / OVER BUDGET, then a last line: ``all budgets met`` (exit
+code 0) or ``budget missed: <figures>`` (exit code 1) when any time ratio or max |diff|
+printed with a budget is OVER BUDGET (the reference lines' time ratios have none).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import torch.nn.functional as F
 from helpers.attention import scaled_dot_product_attention
 from helpers.masks import causal_mask
 
-from common import (load_average, print_difference, print_timing,  # noqa: E402
+from common import (budget_exit, load_average, print_difference, print_timing,  # noqa: E402
                     time_interleaved, timing_arguments, timing_summary, write_report)
 
 SHAPE = (8, 8, 256, 64)  # (B, H, T, D)
@@ -95,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
                      runs=args.runs, warmup=args.warmup, load_before=load_before,
                      load_after=load_after, results=results)
         print(f"wrote {args.json}")
-    return 0
+    return budget_exit(verdict for r in results for verdict in (
+        (f"{r['case']}: time ratio {r['ratio']:.2f} (<= {r['ratio_budget']})", r["ratio_ok"]),
+        (f"{r['case']}: max |diff| (<= {DIFF_BUDGET:.0e})", r["diff_ok"])))
 
 
 if __name__ == "__main__":

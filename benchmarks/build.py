@@ -14,7 +14,10 @@ What is measured, and how:
     notebook file is never written. The time includes kernel start-up. Budget: 60 s each
     (the budget assumes a 2-core machine; the core count is printed).
 
-Prints a table with budgets and OK / OVER BUDGET. Exits 0 even when a budget is missed.
+Prints a table with budgets and OK / OVER BUDGET (FAILED for a build that failed or warned,
+or a chapter that raised), then a last line: ``all budgets met`` (exit code 0) or ``budget
+missed: <figures>`` (exit code 1) when any figure is OVER BUDGET or FAILED (a failed run
+cannot show that its budget is met). Exit code 1 also on a usage error.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import budget_exit  # benchmarks/common.py (the script's folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 REBUILD_BUDGET = 15.0  # s
@@ -165,7 +170,9 @@ def main(argv=None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"cores": os.cpu_count(), "figures": rows}, indent=2))
         print(f"wrote {args.json}")
-    return 0
+    met = {"OK": True, "-": None}  # "-": no budget; OVER BUDGET and FAILED are misses
+    return budget_exit((f"{row['figure']} {row['seconds']:.1f} s ({verdict(row)})",
+                        met.get(verdict(row), False)) for row in rows)
 
 
 if __name__ == "__main__":

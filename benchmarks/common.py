@@ -1,4 +1,5 @@
-"""Pieces the benchmark scripts share: machine load, alternating timings, JSON reports.
+"""Pieces the benchmark scripts share: machine load, alternating timings, JSON reports, and
+the exit code (1 when a budget is missed; see :func:`budget_exit`).
 
 The scripts run as ``python benchmarks/NAME.py``, so this module is importable as ``common``.
 """
@@ -114,3 +115,21 @@ def write_report(path: Path, **figures) -> None:
               "cpus": os.cpu_count(), **figures}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def budget_exit(verdicts) -> int:
+    """Print a benchmark's last line and return its exit code.
+
+    ``verdicts``: ``(figure, ok)`` pairs, one per budgeted figure the script printed, where
+    ``figure`` names it (and may give its value) and ``ok`` is False when it is OVER BUDGET
+    (``None`` marks a figure without a budget: skipped). Prints ``budget missed: <figures>``
+    and returns 1 when any was missed; otherwise prints ``all budgets met`` and returns 0
+    (``no budgets: figures only`` when there were no budgeted figures at all).
+    """
+    budgeted = [(figure, ok) for figure, ok in verdicts if ok is not None]
+    missed = [figure for figure, ok in budgeted if not ok]
+    if missed:
+        print(f"budget missed: {'; '.join(missed)}")
+        return 1
+    print("all budgets met" if budgeted else "no budgets: figures only")
+    return 0

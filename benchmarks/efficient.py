@@ -8,16 +8,18 @@ What is measured, and how:
   and ``tiled_attention`` (key blocks of 128, all queries at once) on q = k = v of shape
   (B, H, L, D) = (1, 1, L, 64), float32, CPU, for L = 512 … 4096, under ``torch.no_grad()``.
   Time: median of ``--runs`` calls of each, alternating (a busy machine slows both alike),
-  after one warm-up call. Peak memory: ``helpers.efficient.peak_memory_bytes`` (torch
+  after one warm-up call. Peak memory: ``helpers.measure.peak_memory_bytes`` (torch
   profiler allocation events: exact bytes, deterministic). Agreement: max |diff| between
   the two outputs.
-- KV cache: ``helpers.efficient.time_decoding`` on a seeded ``MultiHeadAttention(128, 4)``
+- KV cache: ``helpers.measure.time_decoding`` on a seeded ``MultiHeadAttention(128, 4)``
   in eval mode, batch 1: decode T tokens one by one with the cache (project only the new
   token, attend over cached keys/values) vs recomputing causal self-attention over the
   whole prefix at every step; best of ``--decode-repeats`` alternating runs, T = 32 … 512.
 
 Prints two tables and the L = 4096 memory ratio. Figures vary with the load of the
-machine (printed); the memory figures do not.
+machine (printed); the memory figures do not. None of these figures has a budget, so the
+last line is ``no budgets: figures only`` and the exit code is 0 (non-zero only if the
+script itself fails).
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from pathlib import Path
 
 import torch
 
-from helpers.attention import MultiHeadAttention
-from helpers.efficient import memory_comparison, naive_attention, tiled_attention, time_decoding
+from helpers.efficient import naive_attention, tiled_attention
+from helpers.measure import memory_comparison, time_decoding
+from helpers.multihead import MultiHeadAttention
 
-from common import load_average, write_report  # noqa: E402  (benchmarks/common.py)
+from common import budget_exit, load_average, write_report  # noqa: E402  (benchmarks/common.py)
 
 LENGTHS = [512, 1024, 2048, 4096]
 DECODE_LENGTHS = [32, 64, 128, 256, 512]
@@ -104,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                      decode={"d_model": D_MODEL, "num_heads": NUM_HEADS, "batch": 1,
                              "rows": decode_rows})
         print(f"wrote {args.json}")
-    return 0
+    return budget_exit([])  # no budgeted figures
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Speed and agreement of ``helpers.attention.MultiHeadAttention`` with ``nn.MultiheadAttention``.
+"""Speed and agreement of ``helpers.multihead.MultiHeadAttention`` with ``nn.MultiheadAttention``.
 
     python benchmarks/multihead.py [--runs N] [--warmup N] [--json PATH]
 
@@ -21,7 +21,9 @@ What is measured, and how:
 - Agreement: maximum absolute difference of the outputs and of the per-head weights.
   Budget: at most 1e-5.
 
-Prints one line per case with OK / OVER BUDGET. Exits 0 even when a budget is missed.
+Prints one line per case with OK / OVER BUDGET, then a last line: ``all budgets met`` (exit
+code 0) or ``budget missed: <figures>`` (exit code 1) when any time ratio or max |diff|
+printed with a budget is OVER BUDGET (the reference lines' time ratios have none).
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ import platform
 import torch
 from torch import nn
 
-from helpers.attention import MultiHeadAttention
+from helpers.multihead import MultiHeadAttention
 from helpers.masks import to_key_padding_mask, valid_length_mask
 
-from common import (load_average, print_difference, print_timing,  # noqa: E402
+from common import (budget_exit, load_average, print_difference, print_timing,  # noqa: E402
                     time_interleaved, timing_arguments, timing_summary, write_report)
 
 BATCH, LENGTH, D_MODEL, NUM_HEADS = 8, 256, 256, 8  # B, T, D, H
@@ -117,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                      dtype="float32", runs=args.runs, warmup=args.warmup,
                      load_before=load_before, load_after=load_after, results=results)
         print(f"wrote {args.json}")
-    return 0
+    return budget_exit(verdict for r in results for verdict in (
+        (f"{r['case']}: time ratio {r['ratio']:.2f} (<= {r['ratio_budget']})", r["ratio_ok"]),
+        (f"{r['case']}: max |diff| (<= {DIFF_BUDGET:.0e})", r["diff_ok"])))
 
 
 if __name__ == "__main__":

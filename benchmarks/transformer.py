@@ -4,22 +4,27 @@
 
 What is measured, and how:
 
-- Model: ``helpers.seq2seq.reversal_model(seed)``: D = 64, H = 4, FFN 128, 2 encoder and 2
-  decoder layers, post-LN, sinusoidal positions (about 170 k parameters), float32, CPU.
-- Task: reverse 8 digits (``reversal_batch(64, 8)``, fresh batches from the seed).
-- Training: ``train_seq2seq`` with Adam, lr 1e-3, 50 warm-up steps, batch 64; every 25
-  steps the held-out token accuracy (greedy decoding of 500 sequences from seed 10 000) is
-  measured, and training stops at the first measurement >= 99 %. Reported: steps, wall
-  seconds (evaluations included) and CPU seconds of the process. Budget: 60 s wall.
-  Then the accuracy is measured again on 2 000 fresh sequences (seed 20 000).
-- Decoding: ``greedy_decode`` of 9 tokens (no early stop) for batch 64 and batch 1, under
-  ``torch.no_grad``; one warm-up call, then ``--runs`` timed calls; the figure is the
-  median, in generated tokens per second. No budget.
+- Model: ``helpers.tasks.reversal.reversal_model(seed)``, a ``helpers.seq2seq``
+  ``Seq2SeqTransformer``: D = 64, H = 4, FFN 128, 2 encoder and 2 decoder layers, post-LN,
+  sinusoidal positions (about 170 k parameters), float32, CPU.
+- Task: reverse 8 digits (``helpers.tasks.reversal.reversal_batch(64, 8)``, fresh batches
+  from the seed).
+- Training: ``helpers.tasks.reversal.train_seq2seq`` with Adam, lr 1e-3, 50 warm-up steps,
+  batch 64; every 25 steps the held-out token accuracy (greedy decoding of 500 sequences
+  from seed 10 000) is measured, and training stops at the first measurement >= 99 %.
+  Reported: steps, wall seconds (evaluations included) and CPU seconds of the process.
+  Budget: 60 s wall. Then the accuracy is measured again on 2 000 fresh sequences (seed
+  20 000).
+- Decoding: ``helpers.seq2seq.greedy_decode`` of 9 tokens (no early stop) for batch 64 and
+  batch 1, under ``torch.no_grad``; one warm-up call, then ``--runs`` timed calls; the
+  figure is the median, in generated tokens per second. No budget.
 - Threads: ``torch.set_num_threads(--threads)``, 1 by default: these tensors are tiny, and
   on a shared 2-core machine a second thread mostly waits (measured 20x slower matmuls
   with 2 threads while other jobs ran). The load average is printed before and after.
 
-Exits 0 even when the budget is missed.
+Prints the training time with OK / OVER BUDGET, then a last line: ``all budgets met`` (exit
+code 0) or ``budget missed: training ...`` (exit code 1) when training did not reach the
+target accuracy within the 60 s budget.
 """
 
 from __future__ import annotations
@@ -32,10 +37,11 @@ from pathlib import Path
 
 import torch
 
-from helpers.seq2seq import (BOS, greedy_decode, reversal_batch, reversal_model,
-                             token_accuracy, train_seq2seq)
+from helpers.seq2seq import greedy_decode
+from helpers.tasks.reversal import (BOS_ID, reversal_batch, reversal_model, token_accuracy,
+                                    train_seq2seq)
 
-from common import load_average, write_report  # noqa: E402  (benchmarks/common.py)
+from common import budget_exit, load_average, write_report  # noqa: E402  (benchmarks/common.py)
 
 LENGTH, BATCH, LR, WARMUP = 8, 64, 1e-3, 50
 TARGET, BUDGET_SECONDS, MAX_STEPS = 0.99, 60.0, 2000
@@ -61,11 +67,11 @@ def time_to_target(seed: int) -> tuple[dict, torch.nn.Module]:
 def decode_speed(model: torch.nn.Module, batch: int, runs: int) -> dict:
     src, _, _ = reversal_batch(batch, LENGTH, torch.Generator().manual_seed(1))
     new_tokens = LENGTH + 1
-    greedy_decode(model, src, new_tokens, BOS)  # warm-up
+    greedy_decode(model, src, new_tokens, BOS_ID)  # warm-up
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        tokens = greedy_decode(model, src, new_tokens, BOS)
+        tokens = greedy_decode(model, src, new_tokens, BOS_ID)
         times.append(time.perf_counter() - start)
     assert tokens.shape == (batch, new_tokens)
     median = statistics.median(times)
@@ -73,13 +79,13 @@ def decode_speed(model: torch.nn.Module, batch: int, runs: int) -> dict:
             "tokens_per_second": batch * new_tokens / median}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", type=int, default=20, help="timed decoding calls per batch")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     load_before = load_average()
     print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
@@ -105,7 +111,11 @@ def main() -> None:
                              "target": TARGET, "budget_seconds": BUDGET_SECONDS},
                      training=training, decoding=decoding)
         print(f"wrote {args.json}")
+    return budget_exit([(f"training to {TARGET:.0%} in {training['seconds']:.1f} s "
+                         f"(<= {BUDGET_SECONDS:.0f} s)"
+                         + ("" if training["reached_target"] else ", target not reached"),
+                         training["ok"])])
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -107,7 +107,7 @@ def test_a_row_whose_allowed_scores_are_all_minus_inf_is_empty_not_nan(with_mask
 def test_masked_softmax_needs_no_more_memory_than_a_plain_softmax():
     # Treating -inf as masked must not keep an extra (…, Q, K) tensor alive: at most a few
     # (Q, 1) vectors (a (256, 256) bool matrix would be 64 KiB).
-    from helpers.efficient import peak_memory_bytes
+    from helpers.measure import peak_memory_bytes
     scores = torch.randn(256, 256, generator=torch.Generator().manual_seed(0))
     mask = torch.rand(1, 256, generator=torch.Generator().manual_seed(1)) > 0.2
     slack = 4 * 1024
@@ -240,7 +240,7 @@ def test_sdpa_feature_mismatch_suggests_other_scoring():
 ])
 def test_sdpa_rejects_rank_below_two(name, shapes):
     q, k, v = (torch.randn(s) for s in shapes)
-    with pytest.raises(ValueError, match=rf"{name} must be a tensor with at least 2 axes"):
+    with pytest.raises(ValueError, match=rf"{name} must have shape \(…, [QK], D\), got shape"):
         scaled_dot_product_attention(q, k, v)
 
 
@@ -341,3 +341,22 @@ def test_property_gradients_never_nan(data):
     (weights * torch.arange(weights.numel(), dtype=weights.dtype).view_as(weights)).sum().backward()
     assert torch.isfinite(scores.grad).all()
     assert torch.equal(scores.grad[~mask], torch.zeros_like(scores.grad[~mask]))
+
+
+@pytest.mark.parametrize("q_shape, k_shape", [((5, 8), (7, 8)), ((2, 5, 8), (2, 7, 8)),
+                                              ((2, 3, 5, 8), (1, 3, 7, 8)), ((2, 0, 8), (2, 7, 8)),
+                                              ((2, 5, 0), (2, 7, 0))])
+@pytest.mark.parametrize("scale", [1.0, 0.125, 1 / 3 ** 0.5])
+def test_the_scaled_products_fast_path_equals_the_formula(q_shape, k_shape, scale):
+    """attention._scaled_products (one baddbmm) is (q @ kᵀ) · scale, values and gradients."""
+    from helpers.attention import _scaled_products
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(q_shape, generator=gen, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(k_shape, generator=gen, dtype=torch.float64, requires_grad=True)
+    fast = _scaled_products(q, k, scale)
+    formula = (q @ k.transpose(-2, -1)) * scale
+    torch.testing.assert_close(fast, formula)
+    grads_fast = torch.autograd.grad(fast.sum(), (q, k))
+    grads_formula = torch.autograd.grad(formula.sum(), (q, k))
+    for a, b in zip(grads_fast, grads_formula):
+        torch.testing.assert_close(a, b)

@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from torch import nn
 
-from helpers.attention import (
+from helpers.attention import scaled_dot_product_attention
+from helpers.scoring import (
     AdditiveAttention,
     BilinearAttention,
     DotProductAttention,
     ScaledDotProductAttention,
     additive_scores,
     bilinear_scores,
-    scaled_dot_product_attention,
 )
 from helpers.masks import causal_mask, valid_length_mask
 
@@ -354,7 +354,7 @@ def test_dot_feature_mismatch_suggests_other_modules(kind):
 def test_wrong_rank_is_rejected(kind, name, shapes):
     q, k, v = (randn(*shape) for shape in shapes)
     got = re.escape(str(shapes[["queries", "keys", "values"].index(name)]))
-    with pytest.raises(ValueError, match=rf"{name} must have 2 to 4 axes.*got shape {got}"):
+    with pytest.raises(ValueError, match=rf"{name} must have shape .*\(B, H, [QK], D\), got shape {got}"):
         make_module(kind)(q, k, v)
 
 

@@ -72,7 +72,7 @@ def test_bootstrap_cell_installs_helpers_into_a_fresh_venv(tmp_path):
         f"the bootstrap cell must say in one line what it installed: {run.stdout!r}")
 
     check = subprocess.run(
-        [python, "-c", "import helpers, helpers.widgets, helpers.kernels; print(helpers.__file__)"],
+        [python, "-c", "import helpers, helpers.figures.widgets, helpers.kernels; print(helpers.__file__)"],
         capture_output=True, text=True, env=env, cwd=tmp_path)
     assert check.returncode == 0, check.stderr
     assert check.stdout.strip().startswith(fresh_site), (

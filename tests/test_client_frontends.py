@@ -117,7 +117,7 @@ def _figure_parts(page, front: Front, index: int = 0):
     slider = handle.locator("xpath=ancestor::div[contains(@class,'widget-slider')][1]")
     readout = slider.locator(".widget-readout")
     figure = handle.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]")
-    image = figure.locator("img.widget-image:visible").first
+    image = figure.locator("img.widget-image:visible, img.live-frame:visible").first
     return handle, readout, figure, image
 
 

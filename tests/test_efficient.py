@@ -1,7 +1,5 @@
-"""helpers.efficient: online softmax, tiled attention vs SDPA, peak memory, KV cache and
-linear attention."""
-
-import math
+"""helpers.efficient: online softmax, naive and tiled attention vs SDPA and the core,
+and linear attention."""
 
 import pytest
 import torch
@@ -9,12 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.nn import functional as F
 
-from helpers.attention import MultiHeadAttention
-from helpers.efficient import (KVCache, OnlineSoftmaxState, decode_step, decode_with_cache,
-                               decode_without_cache, elu_feature_map, linear_attention,
-                               memory_comparison, naive_attention, online_softmax,
-                               online_softmax_update, peak_memory_bytes, tiled_attention,
-                               time_decoding)
+from helpers.attention import scaled_dot_product_attention
+from helpers.efficient import (OnlineSoftmaxState, elu_feature_map, linear_attention,
+                               naive_attention, online_softmax, online_softmax_update,
+                               tiled_attention)
 from helpers.masks import causal_mask
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
@@ -149,69 +145,6 @@ def test_bad_inputs_raise():
         tiled_attention(q, k, v, block_size=0)
 
 
-# ---------------------------------------------------------------- peak memory
-def test_peak_memory_counts_torch_allocations():
-    def two_buffers():
-        a = torch.empty(1000, 1000)  # 4,000,000 bytes
-        b = torch.empty(500, 1000)  # 2,000,000 bytes
-        del a, b
-        c = torch.empty(250, 1000)  # 1,000,000 bytes, after both are freed
-        return c
-
-    peak = peak_memory_bytes(two_buffers)
-    assert 6_000_000 <= peak < 6_100_000
-
-
-def test_naive_peak_memory_is_quadratic_tiled_is_not():
-    (row,) = memory_comparison([4096], d_head=64, block_size=128)
-    assert row["naive_bytes"] >= 2 * 4096**2 * 4  # the scores and the weights, float32
-    assert row["tiled_bytes"] < 16 * 2**20  # O(L · block): a few MiB
-    assert row["ratio"] > 8
-
-
-# ---------------------------------------------------------------- KV cache
-@pytest.fixture
-def mha():
-    torch.manual_seed(0)
-    module = MultiHeadAttention(16, 4).eval()
-    with torch.no_grad():
-        for linear in (module.w_q, module.w_k, module.w_v, module.w_o):
-            linear.bias.normal_(std=0.1)
-    return module
-
-
-def test_decode_step_matches_full_causal_attention(mha):
-    x = torch.randn(2, 9, 16, generator=torch.Generator().manual_seed(1))  # (B, T, D)
-    with torch.no_grad():
-        full, _ = mha(x, x, x, causal_mask(9))  # (B, T, D)
-        cache = KVCache()
-        for t in range(9):
-            out, cache = decode_step(mha, x[:, t:t + 1], cache)
-            assert out.shape == (2, 1, 16) and len(cache) == t + 1
-            assert cache.keys.shape == cache.values.shape == (2, 4, t + 1, 4)  # (B, H, T, D/H)
-            close(out, full[:, t:t + 1])
-        close(decode_with_cache(mha, x), full)
-        close(decode_without_cache(mha, x), full)
-
-
-def test_decode_float64_and_bad_input(mha):
-    mha = mha.double()
-    x = torch.randn(1, 6, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        full, _ = mha(x, x, x, causal_mask(6))
-        close(decode_with_cache(mha, x), full, torch.float64)
-    with pytest.raises(ValueError, match="x_t"):
-        decode_step(mha, x)
-
-
-def test_time_decoding_returns_numbers(mha):
-    rows = time_decoding(mha, [4, 8], repeats=1)
-    assert [row["length"] for row in rows] == [4, 8]
-    for row in rows:
-        assert row["cache_s"] > 0 and row["recompute_s"] > 0
-        assert math.isclose(row["speedup"], row["recompute_s"] / row["cache_s"])
-
-
 # ---------------------------------------------------------------- linear attention
 def explicit_kernel_attention(q, k, v, causal):
     similarity = elu_feature_map(q) @ elu_feature_map(k).transpose(-2, -1)  # (…, Q, K)
@@ -234,66 +167,142 @@ def test_linear_attention_cross_and_errors():
         linear_attention(q, k, v, causal=True)
 
 
-# ---------------------------------------------------------------- KV cache storage
-def kv_steps(steps, batch=2, heads=3, dim=4, seed=6):
-    gen = torch.Generator().manual_seed(seed)
-    return [(torch.randn(batch, heads, 1, dim, generator=gen),
-             torch.randn(batch, heads, 1, dim, generator=gen)) for _ in range(steps)]
+# ---------------------------------------------------------------- the one core
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_naive_attention_is_the_core_and_tiled_equals_it(dtype):
+    q, k, v = qkv((2, 3, 9, 8), (2, 3, 11, 8), 5, dtype, seed=11)
+    mask = torch.rand(2, 1, 9, 11, generator=torch.Generator().manual_seed(12)) > 0.4
+    mask[1, 0, 3] = False  # a query with no key
+    for kwargs in (dict(), dict(mask=mask), dict(scale=0.3), dict(mask=mask, scale=1.0)):
+        expected, _ = scaled_dot_product_attention(q, k, v, kwargs.get("mask"),
+                                                   scale=kwargs.get("scale"))
+        assert torch.equal(naive_attention(q, k, v, **kwargs), expected)
+        close(tiled_attention(q, k, v, block_size=4, **kwargs), expected, dtype)
+    expected, _ = scaled_dot_product_attention(q, k, v, causal_mask(9, 11))
+    assert torch.equal(naive_attention(q, k, v, is_causal=True), expected)
+    close(tiled_attention(q, k, v, is_causal=True, block_size=4), expected, dtype)
 
 
-@pytest.mark.parametrize("capacity", [None, 1, 3, 20])
-def test_kv_cache_append_equals_concatenation(capacity):
-    cache, steps = KVCache(capacity=capacity), kv_steps(11)
-    assert len(cache) == 0 and cache.keys is None and cache.values is None
-    for t, (k, v) in enumerate(steps, start=1):
-        keys, values = cache.append(k, v)
-        assert len(cache) == t and cache.capacity >= t
-        assert torch.equal(keys, torch.cat([s[0] for s in steps[:t]], dim=-2))
-        assert torch.equal(values, torch.cat([s[1] for s in steps[:t]], dim=-2))
-        assert torch.equal(cache.keys, keys) and torch.equal(cache.values, values)
-    two = kv_steps(1, seed=7)[0]
-    keys, _ = cache.append(torch.cat([two[0], two[0]], -2), torch.cat([two[1], two[1]], -2))
-    assert keys.shape == (2, 3, 13, 4)
-    assert torch.equal(keys[..., -2:, :], torch.cat([two[0], two[0]], -2))
+# ---------------------------------------------------------------- bad inputs and empty axes
+@pytest.mark.parametrize("fn", [naive_attention, tiled_attention, linear_attention])
+def test_attention_rejects_bad_tensors(fn):
+    q, k, v = qkv((2, 4, 8), (2, 5, 8), 3)
+    with pytest.raises(ValueError, match="q must be a torch.Tensor"):
+        fn(q.tolist(), k, v)
+    with pytest.raises(ValueError, match="k must be a floating-point tensor"):
+        fn(q, k.long(), v)
+    with pytest.raises(ValueError, match="v must have shape"):
+        fn(q, k, v[0, 0])
+    with pytest.raises(ValueError, match="q, k and v must share one dtype"):
+        fn(q, k, v.double())
+    with pytest.raises(ValueError, match="leading .* must broadcast"):
+        fn(q, k[:1].expand(3, 5, 8), v[:1].expand(3, 5, 3))
 
 
-def test_kv_cache_preallocates_and_writes_in_place():
-    cache = KVCache(capacity=8)
-    pointers = set()
-    for k, v in kv_steps(8):
-        keys, values = cache.append(k, v)
-        pointers.add((keys.data_ptr(), values.data_ptr()))
-    assert len(pointers) == 1 and cache.capacity == 8  # one buffer, never reallocated
-    grown = KVCache()  # no hint: the capacity doubles, O(log T) reallocations
-    capacities = set()
-    for k, v in kv_steps(9):
-        grown.append(k, v)
-        capacities.add(grown.capacity)
-    assert capacities == {1, 2, 4, 8, 16}
+@pytest.mark.parametrize("fn", [naive_attention, tiled_attention])
+def test_attention_rejects_bad_masks_and_flags(fn):
+    q, k, v = qkv((2, 4, 8), (2, 5, 8), 3)
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 2, 4, 5\) must broadcast to the "
+                                         r"scores' shape \(2, 4, 5\)"):
+        fn(q, k, v, mask=torch.ones(2, 2, 4, 5, dtype=torch.bool))  # would add an axis
+    with pytest.raises(ValueError, match="mask of shape"):
+        fn(q, k, v, mask=torch.ones(4, 4, dtype=torch.bool), is_causal=True)
+    with pytest.raises(ValueError, match="mask must have dtype torch.bool"):
+        fn(q, k, v, mask=torch.ones(4, 5))
+    with pytest.raises(ValueError, match="is_causal must be True or False"):
+        fn(q, k, v, is_causal="yes")
+    for scale in (float("nan"), float("inf"), "0.5"):
+        with pytest.raises(ValueError, match="scale must be a finite real number"):
+            fn(q, k, v, scale=scale)
 
 
-def test_kv_cache_does_not_alias_the_caller_tensors():
-    cache, steps = KVCache(), kv_steps(3)
-    first_k, first_v = steps[0][0].clone(), steps[0][1].clone()
-    keys, values = cache.append(*steps[0])
-    assert keys.data_ptr() != steps[0][0].data_ptr() and values.data_ptr() != steps[0][1].data_ptr()
-    steps[0][0].zero_(), steps[0][1].zero_()  # the caller reuses its tensors
-    assert torch.equal(cache.keys, first_k) and torch.equal(cache.values, first_v)
-    before = cache.keys.clone()
-    view, _ = cache.append(*steps[1])
-    cache.append(*steps[2])  # later appends (and a reallocation) leave earlier views alone
-    assert torch.equal(view[..., :1, :], before) and view.shape[-2] == 2
+def test_tiled_rejects_bad_block_sizes():
+    q, k, v = qkv((2, 4, 8), (2, 5, 8), 3)
+    for name in ("block_size", "query_block_size"):
+        for bad in (0, -2, 2.0, True):
+            with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+                tiled_attention(q, k, v, **{name: bad})
 
 
-def test_kv_cache_bad_input_raises():
-    cache = KVCache()
-    k, v = kv_steps(1)[0]
-    with pytest.raises(ValueError, match="keys"):
-        cache.append(k[0], v)
-    with pytest.raises(ValueError, match="same"):
-        cache.append(k, torch.cat([v, v], dim=-2))
-    cache.append(k, v)
-    with pytest.raises(ValueError, match="do not fit"):
-        cache.append(k[..., :2], v)
-    with pytest.raises(ValueError, match="capacity"):
-        KVCache(capacity=0)
+@pytest.mark.parametrize("num_queries, num_keys, dim, dv", [(0, 5, 4, 3), (4, 0, 4, 3),
+                                                           (4, 5, 0, 3), (4, 5, 4, 0)])
+def test_empty_axes_match_the_core(num_queries, num_keys, dim, dv):
+    q, k, v = qkv((2, num_queries, dim), (2, num_keys, dim), dv, torch.float64)
+    for is_causal in (False, True):
+        mask = causal_mask(num_queries, num_keys) if is_causal else None
+        expected, _ = scaled_dot_product_attention(q, k, v, mask)  # no key: zeros
+        assert expected.shape == (2, num_queries, dv)
+        for out in (naive_attention(q, k, v, is_causal=is_causal),
+                    tiled_attention(q, k, v, is_causal=is_causal, block_size=2)):
+            assert out.shape == expected.shape and not out.isnan().any()
+            close(out, expected, torch.float64)
+    out = linear_attention(q, k, v)
+    assert out.shape == (2, num_queries, dv) and not out.isnan().any()
+
+
+def test_linear_attention_without_keys_is_zero_not_nan():
+    q, k, v = qkv((2, 4, 6), (2, 0, 6), 3)
+    assert torch.equal(linear_attention(q, k, v), torch.zeros(2, 4, 3))
+    q, k, v = qkv((2, 0, 6), (2, 0, 6), 3)
+    assert linear_attention(q, k, v, causal=True).shape == (2, 0, 3)
+
+
+def test_linear_attention_rejects_bad_feature_maps_and_flags():
+    q, k, v = qkv((2, 4, 6), (2, 4, 6), 3)
+    with pytest.raises(ValueError, match="feature_map must return non-negative features"):
+        linear_attention(q, k, v, feature_map=lambda x: x)  # negative similarities
+    with pytest.raises(ValueError, match="feature_map must map q"):
+        linear_attention(q, k, v, feature_map=lambda x: elu_feature_map(x)[..., :1, :])
+    with pytest.raises(ValueError, match="feature_map must be a callable"):
+        linear_attention(q, k, v, feature_map="elu")
+    with pytest.raises(ValueError, match="causal must be True or False"):
+        linear_attention(q, k, v, causal=1)
+    out = linear_attention(q, k, v, feature_map=torch.exp)  # any φ >= 0 works
+    similarity = torch.exp(q) @ torch.exp(k).transpose(-2, -1)  # (B, Q, K)
+    close(out, similarity @ v / similarity.sum(-1, keepdim=True))
+
+
+def test_elu_feature_map_rejects_integers():
+    assert torch.equal(elu_feature_map(torch.tensor([0.0, -1e4])), torch.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match="x must be a floating-point tensor"):
+        elu_feature_map(torch.arange(3))
+
+
+def test_online_softmax_rejects_bad_input():
+    with pytest.raises(ValueError, match="scores must be a floating-point tensor"):
+        online_softmax(torch.arange(4))
+    with pytest.raises(ValueError, match="scores must be a torch.Tensor"):
+        online_softmax([1.0, 2.0])
+    with pytest.raises(ValueError, match="dim must be an axis of scores"):
+        online_softmax(torch.zeros(2, 3), dim=2)
+    with pytest.raises(ValueError, match="block_size must be a positive integer"):
+        online_softmax(torch.zeros(2, 3), block_size=0)
+
+
+def test_online_softmax_empty_axes():
+    assert online_softmax(torch.zeros(3, 0)).shape == (3, 0)
+    assert online_softmax(torch.zeros(0, 4)).shape == (0, 4)
+    state = OnlineSoftmaxState.empty((2, 1))
+    same = online_softmax_update(state, torch.zeros(2, 0))  # an empty block changes nothing
+    assert torch.equal(same.max, state.max) and torch.equal(same.sum, state.sum)
+
+
+def test_online_softmax_state_rejects_bad_input():
+    state = OnlineSoftmaxState.empty((2, 1))
+    with pytest.raises(ValueError, match="state must be an OnlineSoftmaxState"):
+        online_softmax_update((state.max, state.sum), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=r"state of shape \(2, 1\) does not fit block of shape "
+                                         r"\(3, 4\)"):
+        online_softmax_update(state, torch.zeros(3, 4))  # would broadcast to (3, 1)
+    with pytest.raises(ValueError, match="block must be a floating-point tensor"):
+        online_softmax_update(state, torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="shape must be a tuple of sizes"):
+        OnlineSoftmaxState.empty((2, 3))
+    with pytest.raises(ValueError, match="shape must be a tuple of sizes"):
+        OnlineSoftmaxState.empty(2)
+    with pytest.raises(ValueError, match="dtype must be a floating torch.dtype"):
+        OnlineSoftmaxState.empty((2, 1), dtype=torch.int64)
+    with pytest.raises(ValueError, match="sum must have max's shape"):
+        OnlineSoftmaxState(torch.zeros(2, 1), torch.zeros(3, 1))
+    with pytest.raises(ValueError, match="max must have shape"):
+        OnlineSoftmaxState(torch.zeros(2, 2), torch.zeros(2, 2))

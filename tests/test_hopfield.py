@@ -1,4 +1,7 @@
-"""helpers.hopfield: Hebbian storage, energy descent, capacity, the modern (attention) update."""
+"""helpers.hopfield (Hebbian storage, energy descent, the modern (attention) update) and
+helpers.tasks.hopfield (corrupted cues, capacity, the digit bitmaps)."""
+
+import math
 
 import pytest
 import torch
@@ -7,9 +10,9 @@ from hypothesis import strategies as st
 from torch.nn import functional as F
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.hopfield import (capacity_curve, corrupt, digit_patterns, energy, hebbian_weights,
-                              hopfield_weights, modern_energy, modern_hopfield_update, recall,
-                              retrieve)
+from helpers.hopfield import (energy, hebbian_weights, hopfield_weights, modern_energy,
+                              modern_hopfield_update, recall, retrieve)
+from helpers.tasks.hopfield import DIGITS, capacity_curve, corrupt, digit_patterns
 
 
 def random_patterns(count, num_units, seed):
@@ -29,7 +32,7 @@ def test_hebbian_weights():
     assert hebbian_weights(patterns.long()).dtype == torch.get_default_dtype()
     with pytest.raises(ValueError, match="-1 and \\+1"):
         hebbian_weights(torch.zeros(2, 4))
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match=r"patterns must have shape \(P, N\)"):
         hebbian_weights(torch.ones(4))
 
 
@@ -140,3 +143,121 @@ def test_modern_update_never_raises_energy():
 def test_modern_shape_errors():
     with pytest.raises(ValueError, match="xi"):
         modern_hopfield_update(torch.randn(5, 3), torch.randn(4), 1.0)
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize("patterns, match", [
+    ([[1.0, -1.0]], "patterns must be a torch.Tensor"),
+    (torch.ones(2, 0), "non-empty tensor of -1 and \\+1"),
+    (torch.ones(2, 3, dtype=torch.bool), "non-empty tensor of -1 and \\+1"),
+    (torch.ones(2, 2, 3), r"patterns must have shape \(P, N\)"),
+])
+def test_hebbian_weights_rejects_bad_patterns(patterns, match):
+    with pytest.raises(ValueError, match=match):
+        hebbian_weights(patterns)
+
+
+def test_energy_rejects_bad_weights_and_states():
+    weights = hebbian_weights(random_patterns(2, 5, seed=12))
+    assert energy(weights, torch.ones(5, dtype=torch.long)).dtype == weights.dtype  # ±1 ints
+    with pytest.raises(ValueError, match=r"weights must have shape \(N, N\)"):
+        energy(weights[:, :4], torch.ones(5))
+    with pytest.raises(ValueError, match="weights must be a floating-point tensor"):
+        energy(weights.long(), torch.ones(5))
+    with pytest.raises(ValueError, match="state must have shape"):
+        energy(weights, torch.ones(4))
+    with pytest.raises(ValueError, match="state must be a torch.Tensor"):
+        energy(weights, [1.0] * 5)
+    with pytest.raises(ValueError, match="state must hold real numbers"):
+        energy(weights, torch.ones(5, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(steps=-1), "steps must be a non-negative integer"),
+    (dict(steps=2.0), "steps must be a non-negative integer"),
+    (dict(generator=0), "generator must be a torch.Generator or None"),
+])
+def test_recall_rejects_bad_steps_and_generators(kwargs, match):
+    weights = hebbian_weights(random_patterns(2, 5, seed=13))
+    with pytest.raises(ValueError, match=match):
+        recall(weights, torch.ones(5), **kwargs)
+
+
+def test_recall_rejects_weights_that_are_not_square_or_not_floating():
+    with pytest.raises(ValueError, match=r"weights must have shape \(N, N\)"):
+        recall(torch.zeros(5, 4), torch.ones(4))
+    with pytest.raises(ValueError, match="weights must be a floating-point tensor"):
+        recall(torch.zeros(5, 5, dtype=torch.long), torch.ones(5))
+    with pytest.raises(ValueError, match="-1 and \\+1"):
+        recall(torch.zeros(5, 5), torch.zeros(5))
+
+
+@pytest.mark.parametrize("beta", [0.0, -1.0, math.nan, math.inf, "1", None])
+def test_modern_functions_reject_bad_beta(beta):
+    stored, xi = torch.randn(6, 3), torch.randn(6)
+    for function in (hopfield_weights, modern_hopfield_update, retrieve, modern_energy):
+        with pytest.raises(ValueError, match="beta must be a finite number > 0"):
+            function(stored, xi, beta)
+
+
+def test_modern_functions_reject_bad_tensors():
+    stored, xi = torch.randn(6, 3), torch.randn(6)
+    with pytest.raises(ValueError, match="patterns must be a floating-point tensor"):
+        hopfield_weights(stored.long(), xi, 1.0)
+    with pytest.raises(ValueError, match=r"patterns must have shape \(N, P\)"):
+        modern_energy(stored[0], xi, 1.0)
+    with pytest.raises(ValueError, match="xi must have the dtype of patterns"):
+        modern_hopfield_update(stored, xi.double(), 1.0)
+    with pytest.raises(ValueError, match="xi must be a torch.Tensor"):
+        retrieve(stored, xi.tolist(), 1.0)
+    with pytest.raises(ValueError, match="steps must be a non-negative integer"):
+        retrieve(stored, xi, 1.0, steps=-1)
+    assert torch.equal(retrieve(stored, xi, 1.0, steps=0), xi)
+
+
+def test_modern_update_with_no_stored_patterns_or_no_states():
+    stored = torch.randn(6, 3)
+    assert hopfield_weights(stored, torch.randn(0, 6), 1.0).shape == (0, 3)
+    assert modern_hopfield_update(stored, torch.randn(0, 6), 1.0).shape == (0, 6)
+
+
+@pytest.mark.parametrize("fraction", [-0.1, math.nan, "0.5", None])
+def test_corrupt_rejects_bad_fractions(fraction):
+    with pytest.raises(ValueError, match="fraction must be a finite number in"):
+        corrupt(torch.ones(4), fraction)
+
+
+def test_corrupt_rejects_bad_patterns_and_generators():
+    with pytest.raises(ValueError, match="pattern must be a torch.Tensor"):
+        corrupt([1.0, -1.0], 0.5)
+    with pytest.raises(ValueError, match="pattern must be a non-empty tensor of -1 and \\+1"):
+        corrupt(torch.zeros(4), 0.5)
+    with pytest.raises(ValueError, match="generator must be a torch.Generator or None"):
+        corrupt(torch.ones(4), 0.5, generator=3)
+
+
+@pytest.mark.parametrize("args, kwargs, match", [
+    ((0, [2]), {}, "num_units must be a positive integer"),
+    ((10, [2, 0]), {}, "every entry of pattern_counts must be a positive integer"),
+    ((10, 2), {}, "pattern_counts must be a sequence of positive integers"),
+    ((10, [2]), {"trials": 0}, "trials must be a positive integer"),
+    ((10, [2]), {"steps": -1}, "steps must be a non-negative integer"),
+    ((10, [2]), {"tolerance": 1.5}, "tolerance must be a finite number in"),
+    ((10, [2]), {"generator": 1}, "generator must be a torch.Generator or None"),
+])
+def test_capacity_curve_rejects_bad_arguments(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        capacity_curve(*args, **kwargs)
+
+
+def test_capacity_curve_of_no_counts_is_empty():
+    assert capacity_curve(10, []).shape == (0,)
+
+
+def test_digit_patterns_dtypes():
+    assert set(DIGITS) == set(range(10))
+    assert digit_patterns(torch.float64).dtype == torch.float64
+    assert torch.equal(digit_patterns(torch.int8), digit_patterns().to(torch.int8))
+    for dtype in (torch.bool, torch.uint8, "float32"):
+        with pytest.raises(ValueError, match="dtype must be a floating or signed integer"):
+            digit_patterns(dtype)

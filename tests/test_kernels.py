@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.data import nadaraya_watson_data
-from helpers.kernels import NWKernelRegression, gaussian_kernel, nadaraya_watson, train_nw
+from helpers.kernels import NWKernelRegression, gaussian_kernel, nadaraya_watson
+from helpers.tasks.regression import nadaraya_watson_data
 
 finite = st.floats(min_value=-50, max_value=50, allow_nan=False, allow_infinity=False)
 positive_w = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False, allow_infinity=False)
@@ -189,30 +189,6 @@ def test_module_has_one_parameter_and_returns_weights():
     assert "w=2.0000" in repr(model)
 
 
-def test_train_nw_leave_one_out_is_deterministic_and_learns():
-    data = nadaraya_watson_data(50, 50, seed=0)
-    runs = []
-    for _ in range(2):
-        model = NWKernelRegression(w=1.0)
-        losses = train_nw(model, data.x_train, data.y_train, epochs=30, lr=2.0)
-        runs.append((losses, model.w.item()))
-    assert runs[0] == runs[1]
-    losses, w = runs[0]
-    assert len(losses) == 30 and losses[-1] < losses[0]
-    assert 2.0 < w < 6.0  # converges to a finite, sharper kernel than w = 1
-
-
-def test_train_nw_without_leave_one_out_memorises():
-    data = nadaraya_watson_data(50, 50, seed=0)
-    model = NWKernelRegression(w=1.0)
-    losses = train_nw(model, data.x_train, data.y_train, epochs=100, lr=5.0,
-                      leave_one_out=False)
-    first_w = model.w.item()
-    train_nw(model, data.x_train, data.y_train, epochs=100, lr=5.0, leave_one_out=False)
-    assert model.w.item() > first_w > 6.0  # w keeps growing
-    assert all(b <= a for a, b in zip(losses, losses[1:]))
-
-
 # --- validation --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -225,8 +201,12 @@ def test_train_nw_without_leave_one_out_memorises():
     (dict(w=-1.0), ["w", "-1.0", "> 0"]),
     (dict(w=float("nan")), ["w", "nan", "finite"]),
     (dict(w=float("inf")), ["w", "inf", "finite"]),
+    (dict(w=True), ["w", "True", "finite"]),
     (dict(w=torch.tensor([1.0, 2.0])), ["w", "0-d", "(2,)"]),
-    (dict(w="wide"), ["w", "str"]),
+    (dict(w=torch.tensor(True)), ["w", "real number", "torch.bool"]),
+    (dict(w=torch.tensor(float("nan"))), ["w", "nan", "finite"]),
+    (dict(w="wide"), ["w", "'wide'"]),
+    (dict(bandwidth=float("inf")), ["bandwidth", "inf", "finite"]),
     (dict(bandwidth=0.0), ["bandwidth", "0.0", "> 0"]),
     (dict(w=2.0, bandwidth=0.5), ["w", "bandwidth", "not both"]),
     (dict(mask=torch.ones(2, 2, dtype=torch.bool)), ["mask", "(2, 3)", "(2, 2)"]),
@@ -242,21 +222,43 @@ def test_errors_name_the_argument(kwargs, words):
 
 
 def test_nonpositive_w_tensor_rejected():
-    with pytest.raises(ValueError, match=r"w must be finite and > 0, got -0\.5"):
+    with pytest.raises(ValueError, match=r"w must be a finite number > 0, got -0\.5"):
         nadaraya_watson(torch.zeros(1), torch.zeros(1), torch.zeros(1),
                         torch.tensor(-0.5, requires_grad=True))
 
 
-def test_module_and_trainer_validate():
-    with pytest.raises(ValueError, match="w must be finite and > 0"):
-        NWKernelRegression(w=0.0)
-    model = NWKernelRegression()
-    x = torch.zeros(5)
-    with pytest.raises(ValueError, match="epochs"):
-        train_nw(model, x, x, epochs=-1, lr=0.1)
-    with pytest.raises(ValueError, match="lr"):
-        train_nw(model, x, x, epochs=1, lr=0.0)
-    with pytest.raises(ValueError, match=r"x_train and y_train.*\(5,\) and \(4,\)"):
-        train_nw(model, x, torch.zeros(4), epochs=1, lr=0.1)
-    with pytest.raises(ValueError, match="at least 2 points"):
-        train_nw(model, torch.zeros(1), torch.zeros(1), epochs=1, lr=0.1)
+@pytest.mark.parametrize("w", [0.0, -2.0, float("nan"), True, "1", torch.tensor([1.0])])
+def test_module_validates(w):
+    with pytest.raises(ValueError, match="w must be"):
+        NWKernelRegression(w=w)
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    (dict(queries="abc"), r"queries must be a real tensor \(or number, array or list\), "
+                          r"got 'abc'"),
+    (dict(keys=None), r"keys must be a real tensor .* got None"),
+    (dict(values=[[1.0], [1.0, 2.0], [3.0]]), r"values must be a real tensor"),
+    (dict(queries=torch.tensor([True, False])), r"queries must hold real numbers, got dtype "
+                                                r"torch.bool"),
+    (dict(keys=torch.zeros(3, dtype=torch.complex64)), r"keys must hold real numbers"),
+    (dict(mask=[[True] * 3] * 2), r"mask must be a torch.Tensor of dtype torch.bool, got list"),
+])
+def test_inputs_that_are_not_real_tensors_are_rejected(kwargs, pattern):
+    """Regression: these raised TypeError/RuntimeError in torch, or (bool, complex) were
+    read as numbers."""
+    args = dict(queries=torch.zeros(2), keys=torch.zeros(3), values=torch.zeros(3))
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=pattern):
+        nadaraya_watson(**args)
+
+
+@pytest.mark.parametrize("u", ["x", None, torch.tensor([True]), [1j]])
+def test_gaussian_kernel_rejects_what_is_not_real(u):
+    """Regression: a string raised TypeError and a bool tensor was read as 0/1."""
+    with pytest.raises(ValueError, match="u must"):
+        gaussian_kernel(u)
+
+
+def test_no_queries_give_empty_results():
+    pred, weights = nadaraya_watson(torch.zeros(0), torch.zeros(3), torch.zeros(3, 2))
+    assert pred.shape == (0, 2) and weights.shape == (0, 3)

@@ -1,5 +1,6 @@
 """Unit, parity and property tests for helpers.masks (True = may attend, everywhere)."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -7,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.masks import (causal_mask, from_key_padding_mask, to_additive_mask,
-                           to_key_padding_mask, valid_length_mask)
+from helpers.masks import (adjacency_mask, band_mask, causal_mask, from_key_padding_mask,
+                           grid_mask, reachable, to_additive_mask, to_key_padding_mask,
+                           valid_length_mask)
 
 
 # ---------------------------------------------------------------- valid_length_mask
@@ -62,10 +64,36 @@ def test_valid_length_mask_rejects_bad_valid_lens(valid_lens, pattern):
         valid_length_mask(valid_lens, num_keys=4)
 
 
-@pytest.mark.parametrize("num_keys", [-1, 2.0, True, "3"])
+@pytest.mark.parametrize("num_keys", [-1, 2.0, True, "3", float("nan"), None])
 def test_valid_length_mask_rejects_bad_num_keys(num_keys):
     with pytest.raises(ValueError, match=r"num_keys must be a non-negative integer, got"):
         valid_length_mask(torch.tensor([1]), num_keys=num_keys)
+
+
+@pytest.mark.parametrize("num_queries", [-1, 1.5, False])
+def test_valid_length_mask_rejects_bad_num_queries(num_queries):
+    with pytest.raises(ValueError, match=r"num_queries must be a non-negative integer, got"):
+        valid_length_mask(torch.tensor([1]), num_keys=2, num_queries=num_queries)
+
+
+@pytest.mark.parametrize("valid_lens", ["12", None, [[1], [1, 2]], {1: 2}])
+def test_valid_length_mask_rejects_what_is_not_a_tensor_of_lengths(valid_lens):
+    """Regression: these raised TypeError or RuntimeError from torch.as_tensor."""
+    with pytest.raises(ValueError, match=r"valid_lens must be an integer tensor \(or list\)"):
+        valid_length_mask(valid_lens, num_keys=3)
+
+
+def test_valid_length_mask_rejects_a_list_of_floats():
+    with pytest.raises(ValueError, match=r"valid_lens must have an integer dtype, got dtype "
+                                         r"torch.float32"):
+        valid_length_mask([1.0, 2.5], num_keys=3)
+
+
+def test_valid_length_mask_of_an_empty_batch_is_empty():
+    """Regression: an empty list was read as float and refused; B = 0 is a batch too."""
+    assert valid_length_mask([], num_keys=3).shape == (0, 3)
+    assert valid_length_mask(torch.zeros(0, dtype=torch.long), 3, num_queries=2).shape == (0, 2, 3)
+    assert valid_length_mask(torch.tensor([0, 0]), num_keys=0).shape == (2, 0)
 
 
 def test_valid_length_mask_matches_multihead_attention_key_padding():
@@ -127,10 +155,26 @@ def test_causal_mask_parity_with_sdpa_is_causal(num_queries, num_keys, dtype):
     ((-1,), r"num_queries must be a non-negative integer, got -1"),
     ((2.5,), r"num_queries must be a non-negative integer, got 2.5"),
     ((2, -3), r"num_keys must be a non-negative integer, got -3"),
+    ((True,), r"num_queries must be a non-negative integer, got True"),
+    ((float("inf"),), r"num_queries must be a non-negative integer, got inf"),
 ])
 def test_causal_mask_rejects_bad_sizes(args, pattern):
     with pytest.raises(ValueError, match=pattern):
         causal_mask(*args)
+
+
+@pytest.mark.parametrize("make", [lambda device: causal_mask(3, device=device),
+                                  lambda device: band_mask(3, 1, device=device)])
+@pytest.mark.parametrize("device", ["gpu0", 2.5, object()])
+def test_masks_reject_a_bad_device(make, device):
+    """Regression: torch.device raised RuntimeError or TypeError."""
+    with pytest.raises(ValueError, match=r"device must be a torch.device or a device string"):
+        make(device)
+
+
+def test_masks_accept_a_device_string_and_object():
+    assert causal_mask(2, device="cpu").device.type == "cpu"
+    assert band_mask(2, 0, device=torch.device("cpu")).device.type == "cpu"
 
 
 @given(st.integers(0, 8), st.integers(0, 8))
@@ -184,3 +228,166 @@ def test_to_additive_mask_rejects_bad_input():
         to_additive_mask(torch.ones(2, dtype=torch.bool), torch.int64)
     with pytest.raises(ValueError, match=r"mask must have dtype torch.bool.*torch.float32"):
         to_additive_mask(torch.ones(2), torch.float32)
+
+
+# ---------------------------------------------------------------- band_mask
+def test_band_mask_small_example():
+    expected = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]]).bool()
+    assert torch.equal(band_mask(4, 1), expected)
+    assert torch.equal(band_mask(3, 0), torch.eye(3, dtype=torch.bool))
+    assert band_mask(4, 3).all() and band_mask(4, 10).all()
+    assert band_mask(2, 1, num_keys=4).shape == (2, 4)
+    assert band_mask(0, 2).shape == (0, 0)
+
+
+@given(st.integers(0, 12), st.integers(0, 12), st.integers(0, 12))
+def test_band_mask_matches_a_loop(num_queries, num_keys, window):
+    mask = band_mask(num_queries, window, num_keys)
+    for i in range(num_queries):
+        for j in range(num_keys):
+            assert bool(mask[i, j]) == (abs(i - j) <= window)
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    (dict(num_queries=3, window=-1), "window must be a non-negative integer, got -1"),
+    (dict(num_queries=3, window=1.5), "window must be a non-negative integer, got 1.5"),
+    (dict(num_queries=3, window=True), "window must be a non-negative integer, got True"),
+    (dict(num_queries=3, window=float("nan")), "window must be a non-negative integer, got nan"),
+    (dict(num_queries=-2, window=1), "num_queries must be a non-negative integer, got -2"),
+    (dict(num_queries=2, window=1, num_keys=True), "num_keys must be a non-negative integer"),
+])
+def test_band_mask_rejects_bad_sizes(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        band_mask(**kwargs)
+
+
+# ---------------------------------------------------------------- grid_mask
+@pytest.mark.parametrize("height, width, radius", [(4, 4, 1), (3, 5, 1), (5, 4, 2), (2, 2, 0)])
+def test_grid_mask_is_the_receptive_field_of_a_convolution(height, width, radius):
+    # Put a 1 at pixel j, convolve with an all-ones (2r+1)^2 kernel: the pixels that light up
+    # are exactly those whose receptive field contains j.
+    size = 2 * radius + 1
+    n = height * width
+    one_hot = torch.eye(n).reshape(n, 1, height, width)
+    spread = F.conv2d(one_hot, torch.ones(1, 1, size, size), padding=radius)  # (N, 1, H, W)
+    expected = (spread.reshape(n, n) > 0).T  # row i: the inputs output i reads
+    assert torch.equal(grid_mask(height, width, radius), expected)
+
+
+def test_grid_mask_counts():
+    mask = grid_mask(4, 4)
+    assert mask.sum(dim=1).tolist() == [4, 6, 6, 4, 6, 9, 9, 6, 6, 9, 9, 6, 4, 6, 6, 4]
+    assert torch.equal(mask, mask.T)
+    with pytest.raises(ValueError, match="height must be a positive integer, got 0"):
+        grid_mask(0, 3)
+
+
+@pytest.mark.parametrize("args, pattern", [
+    ((3, 0), "width must be a positive integer, got 0"),
+    ((3, 2.0), "width must be a positive integer, got 2.0"),
+    ((True, 2), "height must be a positive integer, got True"),
+    ((3, 3, -1), "radius must be a non-negative integer, got -1"),
+    ((3, 3, 0.5), "radius must be a non-negative integer, got 0.5"),
+])
+def test_grid_mask_rejects_bad_sizes(args, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        grid_mask(*args)
+
+
+# ---------------------------------------------------------------- adjacency_mask
+def test_adjacency_mask_undirected_with_self_loops():
+    mask = adjacency_mask([(0, 1), (1, 2)], 4)
+    expected = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, 1]]).bool()
+    assert torch.equal(mask, expected)
+
+
+def test_adjacency_mask_directed_and_without_self_loops():
+    mask = adjacency_mask(torch.tensor([[0, 1], [2, 1]]), 3, self_loops=False, directed=True)
+    expected = torch.tensor([[0, 1, 0], [0, 0, 0], [0, 1, 0]]).bool()
+    assert torch.equal(mask, expected)
+    assert torch.equal(adjacency_mask([], 2), torch.eye(2, dtype=torch.bool))
+
+
+def test_adjacency_mask_takes_arrays_empty_tensors_and_no_nodes():
+    edges = np.array([[0, 1]])
+    assert torch.equal(adjacency_mask(edges, 2), torch.ones(2, 2, dtype=torch.bool))
+    assert torch.equal(adjacency_mask(torch.zeros(0, 2, dtype=torch.long), 2, self_loops=False),
+                       torch.zeros(2, 2, dtype=torch.bool))
+    assert adjacency_mask([], 0).shape == (0, 0)
+
+
+def test_adjacency_mask_rejects_unknown_nodes():
+    with pytest.raises(ValueError, match=r"node indices in \[0, 3\), got indices from 0 to 3"):
+        adjacency_mask([(0, 3)], 3)
+    with pytest.raises(ValueError, match=r"node indices in \[0, 3\), got indices from -1 to 1"):
+        adjacency_mask([(-1, 1)], 3)
+
+
+@pytest.mark.parametrize("edges", [torch.tensor([[0, 1, 2], [1, 2, 3]]),  # (2, E): edges.T
+                                   torch.tensor([0, 1, 1, 2]), [(0, 1, 2)], 3])
+def test_adjacency_mask_refuses_what_is_not_a_list_of_pairs(edges):
+    with pytest.raises(ValueError, match=r"edges must be pairs \(i, j\)"):
+        adjacency_mask(edges, 4)
+
+
+@pytest.mark.parametrize("edges", [[(0.5, 1.2)], torch.tensor([[0.0, 1.0]]),
+                                   torch.tensor([[True, False]])])
+def test_adjacency_mask_refuses_non_integer_node_indices(edges):
+    """Regression: float indices were truncated to integers without a word."""
+    with pytest.raises(ValueError, match=r"edges must have an integer dtype, got dtype"):
+        adjacency_mask(edges, 3)
+
+
+@pytest.mark.parametrize("edges", [None, "01", [[0], [1, 2]]])
+def test_adjacency_mask_refuses_what_is_not_a_tensor(edges):
+    """Regression: these raised TypeError or RuntimeError."""
+    with pytest.raises(ValueError, match=r"edges must be an integer tensor \(or list\)"):
+        adjacency_mask(edges, 3)
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(self_loops="no"), "self_loops"),
+                                          (dict(directed=1), "directed"),
+                                          (dict(directed=None), "directed")])
+def test_adjacency_mask_flags_must_be_bools(kwargs, name):
+    """Regression: any truthy value was read as True (self_loops="no" added self loops)."""
+    with pytest.raises(ValueError, match=rf"{name} must be True or False, got"):
+        adjacency_mask([(0, 1)], 2, **kwargs)
+
+
+def test_adjacency_mask_rejects_a_bad_node_count():
+    with pytest.raises(ValueError, match="num_nodes must be a non-negative integer, got -1"):
+        adjacency_mask([], -1)
+
+
+# ---------------------------------------------------------------- reachable
+def test_reachable_is_a_boolean_matrix_power():
+    step = band_mask(9, 1)
+    for layers in range(1, 6):
+        expected = torch.linalg.matrix_power(step.double(), layers) > 0
+        assert torch.equal(reachable([step] * layers), expected)
+        assert torch.equal(reachable([step] * layers), band_mask(9, layers))
+
+
+def test_reachable_takes_a_stacked_tensor_and_a_tuple():
+    step = band_mask(5, 1)
+    assert torch.equal(reachable(torch.stack([step, step])), band_mask(5, 2))
+    assert torch.equal(reachable((step,)), step)
+
+
+def test_reachable_rejects_bad_masks():
+    with pytest.raises(ValueError, match="at least one"):
+        reachable([])
+    with pytest.raises(ValueError, match=r"masks\[1\] must have dtype torch.bool"):
+        reachable([band_mask(3, 1), torch.ones(3, 3)])
+    with pytest.raises(ValueError, match=r"masks\[0\] must be 2-D \(T, T\), got shape \(3,\)"):
+        reachable([torch.ones(3, dtype=torch.bool)])
+    with pytest.raises(ValueError, match=r"masks\[1\] has shape \(3, 4\) but the layer below "
+                                         r"has 3 outputs"):
+        reachable([band_mask(3, 1), band_mask(3, 1, num_keys=4)])
+
+
+@pytest.mark.parametrize("masks", [band_mask(3, 1), 3, None])
+def test_reachable_rejects_what_is_not_a_stack_of_masks(masks):
+    """Regression: a single (T, T) mask was read row by row; a number raised TypeError."""
+    with pytest.raises(ValueError, match=r"masks must be a sequence of \(T, T\)"):
+        reachable(masks)

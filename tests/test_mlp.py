@@ -1,8 +1,11 @@
-"""helpers.mlp: activations against PyTorch and autograd, the MLP, training, boundaries."""
+"""helpers.mlp: activations against PyTorch and autograd, and the MLP.
+
+Training and the classification helpers are tested in test_classification.py, the
+decision-boundary figure in test_plotting.py."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,9 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from helpers.mlp import (ACTIVATIONS, MLP, accuracy, activation_module, class1_probability,
-                         decision_grid, plot_decision_boundary, train_full_batch)
-from helpers.utils import set_seed
+from helpers.mlp import ACTIVATIONS, MLP, activation_module
+from helpers.seeding import set_seed
 
 PYTORCH = {"relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "gelu": F.gelu,
            "identity": lambda x: x}
@@ -86,6 +88,37 @@ def test_activation_module_rejects_unknown_names():
         MLP(2, [4], 1, activation="softplus")
 
 
+@pytest.mark.parametrize("name", [["relu"], None, 3])
+def test_activation_module_rejects_what_is_not_a_name(name):
+    """Regression: a list raised TypeError (unhashable) instead of naming the choices."""
+    with pytest.raises(ValueError, match=r"activation must be one of \['gelu', 'identity'"):
+        activation_module(name)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        MLP(2, [4], 1, activation=name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("x, match", [
+    ([1.0, -2.0], r"x must be a torch.Tensor of shape \(…\), got \[1.0, -2.0\]"),
+    (1.5, r"x must be a torch.Tensor"),
+    (torch.tensor([1, -2]), "x must be a floating-point tensor, got dtype torch.int64"),
+    (torch.tensor([True]), "x must be a floating-point tensor, got dtype torch.bool"),
+])
+def test_activations_and_derivatives_reject_what_is_not_a_floating_tensor(name, which, x,
+                                                                          match):
+    """Regression: relu of an int tensor returned ints (and its derivative was 0/1 ints); a
+    list raised TypeError or AttributeError."""
+    with pytest.raises(ValueError, match=match):
+        ACTIVATIONS[name][which](x)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_activations_of_empty_tensors_are_empty(name):
+    for fn in ACTIVATIONS[name]:
+        assert fn(torch.zeros(0, 3)).shape == (0, 3)
+
+
 # --- MLP ---------------------------------------------------------------------------------
 
 def test_mlp_layout_and_shapes():
@@ -109,23 +142,57 @@ def test_mlp_matches_the_formula():
     torch.testing.assert_close(net(x), by_hand)
 
 
-@pytest.mark.parametrize("bad", [
-    dict(in_features=0, hidden_sizes=[4], out_features=1),
-    dict(in_features=2, hidden_sizes=[4, 0], out_features=1),
-    dict(in_features=2, hidden_sizes=[4], out_features=-1),
-    dict(in_features=2.0, hidden_sizes=[4], out_features=1),
-    dict(in_features=2, hidden_sizes=4, out_features=1),
-    dict(in_features=2, hidden_sizes=[True], out_features=1),
+@pytest.mark.parametrize("bad, match", [
+    (dict(in_features=0, hidden_sizes=[4], out_features=1), "in_features must be a positive"),
+    (dict(in_features=2, hidden_sizes=[4, 0], out_features=1), r"hidden_sizes\[1\] must be a "
+                                                               r"positive integer, got 0"),
+    (dict(in_features=2, hidden_sizes=[4], out_features=-1), "out_features must be a positive"),
+    (dict(in_features=2.0, hidden_sizes=[4], out_features=1), "in_features must be a positive"),
+    (dict(in_features=2, hidden_sizes=4, out_features=1), "hidden_sizes must be a sequence"),
+    (dict(in_features=2, hidden_sizes=[True], out_features=1), r"hidden_sizes\[0\] must be"),
+    # regressions: these raised TypeError
+    (dict(in_features=2, hidden_sizes=None, out_features=1), "hidden_sizes must be a sequence"),
+    (dict(in_features=2, hidden_sizes="16", out_features=1), "hidden_sizes must be a sequence"),
+    (dict(in_features=2, hidden_sizes=[4.0], out_features=1), r"hidden_sizes\[0\] must be"),
+    (dict(in_features=2, hidden_sizes=torch.tensor([4]), out_features=1),
+     "hidden_sizes must be a sequence"),
 ])
-def test_mlp_rejects_bad_sizes(bad):
-    with pytest.raises(ValueError):
+def test_mlp_rejects_bad_sizes(bad, match):
+    with pytest.raises(ValueError, match=match):
         MLP(**bad)
+
+
+def test_mlp_takes_any_iterable_of_widths_and_numpy_integers():
+    net = MLP(np.int64(2), (w for w in [3, 4]), 1)
+    assert [(m.in_features, m.out_features) for m in net.linears] == [(2, 3), (3, 4), (4, 1)]
+    assert type(net.in_features) is int
 
 
 def test_mlp_rejects_wrong_input_width():
     net = MLP(3, [4], 1)
     with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., 3\), got \(5, 4\)"):
         net(torch.randn(5, 4))
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., 3\), got \(\)"):
+        net(torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("x, match", [
+    ([0.0, 0.0, 0.0], r"x must be a torch.Tensor of shape \(\.\.\., 3\), got"),
+    (torch.zeros(5, 3, dtype=torch.long), "x must have the parameters' dtype torch.float32, "
+                                          "got dtype torch.int64"),
+    (torch.zeros(5, 3, dtype=torch.float64), "x must have the parameters' dtype torch.float32, "
+                                             "got dtype torch.float64"),
+])
+def test_mlp_rejects_what_is_not_a_tensor_of_its_dtype(x, match):
+    """Regression: these failed inside nn.Linear (RuntimeError) or raised AttributeError."""
+    with pytest.raises(ValueError, match=match):
+        MLP(3, [4], 1)(x)
+
+
+def test_mlp_in_float64_and_on_an_empty_batch():
+    net = MLP(3, [4], 2).double()
+    assert net(torch.zeros(5, 3, dtype=torch.float64)).dtype == torch.float64
+    assert MLP(3, [4], 2)(torch.zeros(0, 3)).shape == (0, 2)
 
 
 @given(depth=st.integers(1, 4), width=st.integers(1, 8), seed=st.integers(0, 1000))
@@ -151,93 +218,3 @@ def test_position_wise_application(batch, positions, seed):
     edited = tokens.clone()
     edited[:, 0] += 1.0
     assert torch.equal(ffn(edited)[:, 1:], out[:, 1:])
-
-
-# --- training ----------------------------------------------------------------------------
-
-def _regression():
-    x = torch.linspace(-2, 2, 64).unsqueeze(1)
-    return x, torch.sin(2 * x)
-
-
-def test_train_full_batch_is_repeatable_and_learns():
-    x, y = _regression()
-    runs = []
-    for _ in range(2):
-        set_seed(3)
-        net = MLP(1, [16], 1, activation="tanh")
-        runs.append(train_full_batch(net, x, y, nn.MSELoss(), steps=200, lr=0.02))
-    assert runs[0] == runs[1]
-    assert len(runs[0]) == 200
-    assert runs[0][-1] < runs[0][0] / 10
-
-
-def test_train_full_batch_sgd_and_callback():
-    x, y = _regression()
-    set_seed(0)
-    net = MLP(1, [8], 1)
-    seen = []
-    losses = train_full_batch(net, x, y, nn.MSELoss(), steps=5, lr=0.05, optimizer="sgd",
-                              callback=lambda step, model: seen.append((step, model is net)))
-    assert seen == [(s, True) for s in range(1, 6)]
-    assert losses[-1] < losses[0]
-
-
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(steps=0, lr=0.1), "steps"),
-    (dict(steps=2.5, lr=0.1), "steps"),
-    (dict(steps=3, lr=0.0), "lr"),
-    (dict(steps=3, lr=float("nan")), "lr"),
-    (dict(steps=3, lr=0.1, optimizer="lbfgs"), "optimizer"),
-])
-def test_train_full_batch_rejects_bad_arguments(kwargs, match):
-    x, y = _regression()
-    with pytest.raises(ValueError, match=match):
-        train_full_batch(MLP(1, [2], 1), x, y, nn.MSELoss(), **kwargs)
-
-
-# --- classification helpers ----------------------------------------------------------------
-
-def test_class1_probability_for_one_and_two_logits():
-    logits = torch.tensor([[0.0], [2.0]])
-    torch.testing.assert_close(class1_probability(logits), torch.sigmoid(logits[:, 0]))
-    pairs = torch.tensor([[0.0, 0.0], [1.0, 3.0]])
-    torch.testing.assert_close(class1_probability(pairs), torch.softmax(pairs, 1)[:, 1])
-    with pytest.raises(ValueError, match="logits"):
-        class1_probability(torch.zeros(4, 3))
-
-
-class _Halfplane(nn.Module):
-    """Logit 10 * x_1: class 1 exactly where x_1 > 0."""
-
-    def forward(self, x):
-        return 10 * x[:, :1]
-
-
-def test_accuracy_and_decision_grid():
-    x = torch.tensor([[-1.0, 0.0], [1.0, 0.0], [2.0, 1.0], [-2.0, -1.0]])
-    y = torch.tensor([0, 1, 1, 0])
-    model = _Halfplane()
-    assert accuracy(model, x, y) == 1.0
-    assert accuracy(model, x, 1 - y) == 0.0
-    xx, yy, probs = decision_grid(model, x, resolution=21, margin=0.5)
-    assert xx.shape == yy.shape == probs.shape == (21, 21)
-    assert xx.min() == pytest.approx(-2.5) and xx.max() == pytest.approx(2.5)
-    assert yy.min() == pytest.approx(-1.5) and yy.max() == pytest.approx(1.5)
-    assert ((probs >= 0) & (probs <= 1)).all()
-    torch.testing.assert_close(probs, torch.sigmoid(10 * xx))
-    with pytest.raises(ValueError):
-        decision_grid(model, torch.zeros(5, 3))
-    with pytest.raises(ValueError):
-        accuracy(model, x, y[:3])
-
-
-def test_plot_decision_boundary_returns_the_figure():
-    x = torch.tensor([[-1.0, 0.0], [1.0, 0.0], [2.0, 1.0], [-2.0, -1.0]])
-    y = torch.tensor([0, 1, 1, 0])
-    fig, ax = plt.subplots()
-    assert plot_decision_boundary(_Halfplane(), x, y, ax=ax, title="half-plane") is fig
-    assert ax.get_title() == "half-plane"
-    own = plot_decision_boundary(MLP(2, [4], 1), x, y, colorbar=False)
-    assert own is not fig and len(own.axes) == 1
-    plt.close("all")

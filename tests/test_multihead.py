@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from helpers.attention import MultiHeadAttention, scaled_dot_product_attention
+from helpers.attention import scaled_dot_product_attention
+from helpers.multihead import MultiHeadAttention
 from helpers.masks import causal_mask, to_key_padding_mask, valid_length_mask
 
 DTYPES = [torch.float32, torch.float64]
@@ -227,7 +228,7 @@ def test_bad_dtype_and_bad_mask_raise_value_error():
     x = torch.zeros(2, 5, 8)
     with pytest.raises(ValueError, match="queries must have the parameters' dtype"):
         module(x.double(), x, x)
-    with pytest.raises(ValueError, match="mask must be a bool tensor"):
+    with pytest.raises(ValueError, match="mask must have dtype torch.bool"):
         module(x, x, x, torch.ones(5, 5))
     for shape in [(2, 4), (3, 1, 1, 5), (2, 3, 5, 5), (1, 2, 1, 5, 5), (5, 4)]:
         with pytest.raises(ValueError, match=re.escape(f"mask of shape {shape}")):
@@ -241,3 +242,34 @@ def test_from_torch_rejects_unsupported_options():
         MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, add_bias_kv=True))
     with pytest.raises(ValueError, match="mha"):
         MultiHeadAttention.from_torch(nn.Linear(8, 8))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_fused_self_attention_projection_equals_the_three_projections(bias):
+    """MultiHeadAttention._project fuses w_q, w_k, w_v for self-attention; it must equal them."""
+    torch.manual_seed(0)
+    module = MultiHeadAttention(16, 4, bias=bias)
+    x = randn(3, 5, 16, seed=1)
+    fused = module._project(x, x, x)
+    separate = (module.w_q(x), module.w_k(x), module.w_v(x))
+    for a, b in zip(fused, separate):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+def test_forward_is_the_core_applied_per_head():
+    """The module's attention is helpers.attention.scaled_dot_product_attention, head by head."""
+    torch.manual_seed(0)
+    module = MultiHeadAttention(12, 3).eval()
+    q, kv = randn(2, 4, 12, seed=1), randn(2, 6, 12, seed=2)
+    mask = valid_length_mask(torch.tensor([6, 2]), 6)[:, None, None, :]
+    out, weights = module(q, kv, kv, mask)
+    heads_q = module.split_heads(module.w_q(q))
+    heads_k, heads_v = module.split_heads(module.w_k(kv)), module.split_heads(module.w_v(kv))
+    heads = []
+    for h in range(3):
+        head_out, head_w = scaled_dot_product_attention(heads_q[:, h], heads_k[:, h],
+                                                        heads_v[:, h], mask[:, 0])
+        torch.testing.assert_close(weights[:, h], head_w)
+        heads.append(head_out)  # (B, Q, D/H)
+    merged = torch.cat(heads, dim=-1)  # (B, Q, D): head h holds features h·D/H onwards
+    torch.testing.assert_close(out, module.w_o(merged))

@@ -8,6 +8,7 @@ from, the bootstrap cell, and the chapter's shape (summary, exercises, hidden so
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import sys
 from pathlib import Path
@@ -17,12 +18,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "tools"))
 import bootstrap  # noqa: E402
+import myst_links  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 # Every executed notebook of the book: the chapters and the landing page.
 NOTEBOOKS = CHAPTERS + [ROOT / "book" / "intro.ipynb"]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+# MyST syntax, which only the book renders: JupyterLab, Colab and GitHub's viewer show it raw.
+# A role ({term}`...`, {cite:p}`...`, {doc}`...`) or a directive fence (```{...}, :::{...}).
+MYST_ROLE = re.compile(r"\{[a-z][\w:.+-]*\}`")
+MYST_DIRECTIVE = re.compile(r"^[ \t]*(?:`{3,}|~{3,}|:{3,})[ \t]*\{[^}\n]*\}", re.M)
+MARKDOWN_LINK = re.compile(r"\]\(([^()\s]+)\)")
 
 
 def _load(path: Path) -> dict:
@@ -109,7 +116,7 @@ def test_every_widget_view_has_saved_state(path):
 def test_no_interact_and_seeded(path):
     code = "\n".join(_source(c) for c in _load(path)["cells"] if c["cell_type"] == "code")
     assert "interact(" not in code, f"{path.name}: interact() does not work in the static book"
-    assert "set_seed(" in code, f"{path.name}: seed the chapter with helpers.utils.set_seed"
+    assert "set_seed(" in code, f"{path.name}: seed the chapter with helpers.seeding.set_seed"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
@@ -123,6 +130,49 @@ def test_chapter_shape(path):
     assert exercises[1].count("<details") >= 3 and "<summary>" in exercises[1], (
         f"{path.name}: needs at least three exercises with solutions behind a toggle")
     assert exercises[1].count("<details") == exercises[1].count("</details>")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_markdown_has_no_myst_syntax(path):
+    for index, cell in enumerate(_load(path)["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        source = _source(cell)
+        found = MYST_ROLE.findall(source) + [
+            m.group(0).strip() for m in MYST_DIRECTIVE.finditer(source)]
+        assert not found, (
+            f"{path.name}, cell {index}: MyST syntax {found[:3]} reads raw in Jupyter, Colab and "
+            "GitHub; write a plain link (CONTRIBUTING.md, Glossary and Citations) or run "
+            "`python book/tools/myst_links.py`, which rewrites roles as links")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_markdown_links_resolve(path):
+    """Relative links must name a file of the repository, from the notebook's own folder:
+    that is how Jupyter, GitHub and nbviewer follow them."""
+    folder = path.parent.relative_to(ROOT).as_posix()
+    for cell in _load(path)["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for url in MARKDOWN_LINK.findall(_source(cell)):
+            if re.match(r"^[a-zA-Z][\w+.-]*:|^#", url):
+                continue
+            target = posixpath.normpath(posixpath.join(folder, url.split("#")[0]))
+            assert (ROOT / target).is_file(), (
+                f"{path.name}: the link ({url}) points at {target}, which does not exist")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_markdown_links_are_current(path):
+    """Citation texts are the book's, the contents list is _toc.yml's, every glossary link
+    names a term and every citation a BibTeX key (what `myst_links.py --check` checks)."""
+    try:
+        old, new = myst_links.convert(path)
+    except myst_links.LinkError as error:
+        pytest.fail(f"{path.name}: {error}")
+    assert old == new, (
+        f"{path.name}: links out of date with the glossary, references.bib or _toc.yml; "
+        "run `python book/tools/myst_links.py`")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))

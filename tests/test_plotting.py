@@ -1,4 +1,4 @@
-"""Tests for helpers.plotting: figures are returned, never shown."""
+"""Tests for helpers.figures.plotting: figures are returned, never shown."""
 
 import matplotlib
 
@@ -10,7 +10,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from helpers.plotting import heatmap, multihead_diagram, show_heatmaps, to_numpy  # noqa: E402
+from torch import nn  # noqa: E402
+
+from helpers.figures.plotting import (  # noqa: E402
+    heatmap, multihead_diagram, plot_decision_boundary, show_heatmaps, to_numpy)
+from helpers.mlp import MLP  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -147,7 +151,132 @@ def test_multihead_diagram_draws_into_a_given_axes():
     assert multihead_diagram(2, ax=ax) is fig
 
 
-@pytest.mark.parametrize("bad", [0, 9, 2.0, True, "3"])
+@pytest.mark.parametrize("bad", [0, 9, 2.0, True, "3", float("nan")])
 def test_multihead_diagram_rejects_bad_head_counts(bad):
     with pytest.raises(ValueError, match="num_heads"):
         multihead_diagram(bad)
+    assert plt.get_fignums() == []
+
+
+def test_multihead_diagram_rejects_what_is_not_an_axes():
+    """Regression: ax="left" raised AttributeError."""
+    with pytest.raises(ValueError, match="ax must be a matplotlib Axes or None, got 'left'"):
+        multihead_diagram(2, ax="left")
+
+
+# --- to_numpy and the checks of heatmap / show_heatmaps ---------------------------------------
+
+@pytest.mark.parametrize("value, match", [
+    ("weights", "matrix must be a tensor, an array or a nested list of numbers, got 'weights'"),
+    (None, "got None"),
+    ([[1.0], [1.0, 2.0]], r"rows of equal length\), got \[\[1.0\], \[1.0, 2.0\]\]"),
+    ({"a": 1}, "matrix must be a tensor"),
+    ([["a", "b"]], "matrix must be a tensor"),
+    (torch.ones(2, 2, dtype=torch.complex64), "matrix must hold real numbers, got dtype "
+                                              "torch.complex64"),
+    (np.ones((2, 2), dtype=complex), "matrix must hold real numbers"),
+])
+def test_to_numpy_rejects_what_is_not_a_real_matrix(value, match):
+    """Regression: ragged lists and strings raised numpy's own errors; complex values lost
+    their imaginary part with only a warning."""
+    with pytest.raises(ValueError, match=match):
+        to_numpy(value)
+
+
+def test_to_numpy_takes_lists_of_tensors_and_bools():
+    np.testing.assert_array_equal(to_numpy([torch.ones(2), torch.zeros(2)]),
+                                  [[1.0, 1.0], [0.0, 0.0]])
+    assert to_numpy(torch.tensor([True, False])).dtype == np.float64
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(vmin=float("nan")), "vmin must be a finite real number, got nan"),
+    (dict(vmax=float("inf")), "vmax must be a finite real number, got inf"),
+    (dict(vmax="1"), "vmax must be a finite real number, got '1'"),
+    (dict(vmin=1.0, vmax=0.5), r"vmin must not exceed vmax, got vmin=1.0, vmax=0.5"),
+    (dict(fmt=2), "fmt must be a format string"),
+    (dict(ax="right"), "ax must be a matplotlib Axes or None, got 'right'"),
+])
+def test_heatmap_rejects_bad_options_before_making_a_figure(kwargs, match):
+    """Regression: NaN and reversed limits drew an empty or wrong colour scale; a bad ax
+    raised AttributeError."""
+    plt.close("all")
+    with pytest.raises(ValueError, match=match):
+        heatmap(np.eye(2), **kwargs)
+    assert plt.get_fignums() == []
+
+
+def test_heatmap_takes_equal_limits_and_0d_tensor_limits():
+    fig = heatmap(np.zeros((2, 2)), vmin=0.0, vmax=0.0)  # an all-zero frame of a slider
+    assert len(images(fig)) == 1  # matplotlib widens the equal limits itself
+    fig = heatmap(np.eye(2), vmax=torch.tensor(0.5))
+    assert images(fig)[0].get_clim() == (0.0, 0.5)
+
+
+@pytest.mark.parametrize("grid, match", [
+    ([np.zeros((2, 2)), np.zeros(3)], r"grid\[0\]\[1\] must be a 2-D \(Q, K\) matrix, "
+                                      r"got shape \(3,\)"),
+    ([[np.zeros((2, 2))], [np.zeros((0, 2))]], r"grid\[1\]\[0\] must not be empty"),
+    (["a", "b"], "matrix must be a tensor"),
+])
+def test_show_heatmaps_rejects_entries_that_are_not_matrices(grid, match):
+    """Regression: a 1-D entry failed in imshow with TypeError; an empty one in nanmax."""
+    plt.close("all")
+    with pytest.raises(ValueError, match=match):
+        show_heatmaps(grid)
+    assert plt.get_fignums() == []
+
+
+def test_show_heatmaps_rejects_bad_limits():
+    with pytest.raises(ValueError, match="vmin must not exceed vmax"):
+        show_heatmaps(np.zeros((2, 3, 3)), vmin=1.0, vmax=0.0)
+
+
+# --- plot_decision_boundary ------------------------------------------------------------------
+
+class _Halfplane(nn.Module):
+    """Logit 10 * x_1: class 1 exactly where x_1 > 0."""
+
+    def forward(self, x):
+        return 10 * x[:, :1]
+
+
+POINTS = torch.tensor([[-1.0, 0.0], [1.0, 0.0], [2.0, 1.0], [-2.0, -1.0]])
+LABELS = torch.tensor([0, 1, 1, 0])
+
+
+def test_plot_decision_boundary_returns_the_figure():
+    fig, ax = plt.subplots()
+    assert plot_decision_boundary(_Halfplane(), POINTS, LABELS, ax=ax, title="half-plane") is fig
+    assert ax.get_title() == "half-plane"
+    own = plot_decision_boundary(MLP(2, [4], 1), POINTS, LABELS, colorbar=False)
+    assert own is not fig and len(own.axes) == 1
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: plot_decision_boundary(_Halfplane(), POINTS.tolist(), LABELS),
+     r"x must be a torch.Tensor of shape \(N, 2\)"),
+    (lambda: plot_decision_boundary(_Halfplane(), POINTS.long(), LABELS),
+     "x must be a floating-point tensor"),
+    (lambda: plot_decision_boundary(_Halfplane(), POINTS[:, :1], LABELS),
+     r"expected a tensor of shape \('\*', 2\), got shape \(4, 1\)"),
+    (lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS[:3]),
+     r"expected a tensor of shape \(4,\), got shape \(3,\)"),
+    (lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS.tolist()),
+     r"y must be a torch.Tensor of shape \(N,\)"),
+    (lambda: plot_decision_boundary(_Halfplane(), POINTS, torch.tensor([0, 1, 2, 0])),
+     "y must hold the labels 0 and 1 only"),
+    (lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS, resolution=0),
+     "resolution must be a positive integer, got 0"),
+    (lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS, ax="left"),
+     "ax must be a matplotlib Axes or None"),
+    (lambda: plot_decision_boundary(_Halfplane(), POINTS[:0], LABELS[:0]),
+     "at least one point"),
+])
+def test_plot_decision_boundary_rejects_bad_input_and_leaves_no_figure(call, match):
+    """Regression: lists raised AttributeError, labels 2 were silently left out of the
+    scatter, and a failing call left an open figure behind."""
+    plt.close("all")
+    with pytest.raises(ValueError, match=match):
+        call()
+    assert plt.get_fignums() == []

@@ -1,6 +1,8 @@
-"""Unit, parity and property tests for helpers.selfattention."""
+"""Unit, parity and property tests for helpers.selfattention.
 
-import math
+The structured masks (band, grid, graph, reachable) are tested in test_masks.py, the
+patches in test_images.py and the timing helpers with helpers.measure.
+"""
 
 import pytest
 import torch
@@ -9,9 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.selfattention import (SelfAttention, adjacency_mask, band_mask, grid_mask,
-                                   image_to_patches, loglog_slope, patches_to_image,
-                                   reachable, time_call, windowed_attention)
+from helpers.masks import band_mask, causal_mask
+from helpers.selfattention import SelfAttention, windowed_attention
 
 
 # ---------------------------------------------------------------- SelfAttention
@@ -36,6 +37,16 @@ def test_self_attention_parameter_count_is_independent_of_length():
         assert out.shape == (length, 16)
 
 
+def test_self_attention_with_a_mask_and_no_positions():
+    torch.manual_seed(2)
+    layer = SelfAttention(4)
+    x = torch.randn(2, 5, 4)
+    _, weights = layer(x, causal_mask(5))
+    assert torch.all(weights[:, causal_mask(5).logical_not()] == 0)
+    out, weights = layer(torch.randn(0, 4))  # T = 0: empty, as PyTorch gives
+    assert out.shape == (0, 4) and weights.shape == (0, 0)
+
+
 @given(st.integers(1, 7), st.integers(0, 1000))
 def test_self_attention_is_permutation_equivariant(length, seed):
     torch.manual_seed(seed)
@@ -49,38 +60,50 @@ def test_self_attention_is_permutation_equivariant(length, seed):
 
 
 def test_self_attention_rejects_bad_input():
-    with pytest.raises(ValueError, match=r"x must have shape \(B, T, 4\).*got \(3, 5\)"):
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, 4\) or \(T, 4\) with 4 on "
+                                         r"axis -1, got shape \(3, 5\)"):
         SelfAttention(4)(torch.randn(3, 5))
-    with pytest.raises(ValueError, match="d_model must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match="d_model must be a positive integer, got 0"):
         SelfAttention(0)
 
 
-# ---------------------------------------------------------------- band_mask
-def test_band_mask_small_example():
-    expected = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]]).bool()
-    assert torch.equal(band_mask(4, 1), expected)
-    assert torch.equal(band_mask(3, 0), torch.eye(3, dtype=torch.bool))
-    assert band_mask(4, 3).all() and band_mask(4, 10).all()
-    assert band_mask(2, 1, num_keys=4).shape == (2, 4)
-
-
-@given(st.integers(0, 12), st.integers(0, 12), st.integers(0, 12))
-def test_band_mask_matches_a_loop(num_queries, num_keys, window):
-    mask = band_mask(num_queries, window, num_keys)
-    for i in range(num_queries):
-        for j in range(num_keys):
-            assert bool(mask[i, j]) == (abs(i - j) <= window)
-
-
 @pytest.mark.parametrize("kwargs, pattern", [
-    (dict(num_queries=3, window=-1), "window must be an integer >= 0, got -1"),
-    (dict(num_queries=3, window=1.5), "window must be an integer >= 0, got 1.5"),
-    (dict(num_queries=-2, window=1), "num_queries must be an integer >= 0, got -2"),
-    (dict(num_queries=2, window=1, num_keys=True), "num_keys must be an integer"),
+    (dict(d_model=4, d_k=0), "d_k must be a positive integer, got 0"),
+    (dict(d_model=4, d_v=True), "d_v must be a positive integer, got True"),
+    (dict(d_model=4.0), "d_model must be a positive integer, got 4.0"),
 ])
-def test_band_mask_rejects_bad_sizes(kwargs, pattern):
+def test_self_attention_rejects_bad_sizes(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
-        band_mask(**kwargs)
+        SelfAttention(**kwargs)
+
+
+@pytest.mark.parametrize("x, pattern", [
+    ([[0.0] * 4] * 3, r"x must be a torch.Tensor of shape \(B, T, 4\) or \(T, 4\), got"),
+    (torch.zeros(4), r"x must have shape \(B, T, 4\) or \(T, 4\), got shape \(4,\)"),
+    (torch.zeros(1, 2, 3, 4), r"x must have shape .* got shape \(1, 2, 3, 4\)"),
+    (torch.zeros(3, 4, dtype=torch.long), r"x must have the parameters' dtype torch.float32, "
+                                          r"got dtype torch.int64"),
+    (torch.zeros(3, 4, dtype=torch.float64), r"x must have the parameters' dtype "
+                                             r"torch.float32, got dtype torch.float64"),
+])
+def test_self_attention_rejects_bad_x(x, pattern):
+    """Regression: these failed inside nn.Linear with a RuntimeError (or an AttributeError)."""
+    with pytest.raises(ValueError, match=pattern):
+        SelfAttention(4)(x)
+
+
+def test_self_attention_rejects_a_bad_mask():
+    layer = SelfAttention(4)
+    with pytest.raises(ValueError, match=r"mask must have dtype torch.bool"):
+        layer(torch.zeros(3, 4), torch.ones(3, 3))
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) must broadcast"):
+        layer(torch.zeros(3, 4), torch.ones(2, 2, dtype=torch.bool))
+
+
+def test_self_attention_in_float64():
+    layer = SelfAttention(4).double()
+    out, weights = layer(torch.randn(3, 4, dtype=torch.float64))
+    assert out.dtype == weights.dtype == torch.float64
 
 
 # ---------------------------------------------------------------- windowed_attention
@@ -112,117 +135,59 @@ def test_windowed_attention_matches_torch_with_a_band_mask_and_heads():
     torch.testing.assert_close(out, expected)
 
 
+def test_windowed_attention_broadcasts_leading_axes():
+    torch.manual_seed(3)
+    q = torch.randn(2, 1, 6, 4)  # (B, 1, T, D) against (B, H, T, D) keys and values
+    k, v = torch.randn(2, 3, 6, 4), torch.randn(2, 3, 6, 5)
+    out, _ = windowed_attention(q, k, v, 1)
+    expected, _ = scaled_dot_product_attention(q, k, v, band_mask(6, 1))
+    torch.testing.assert_close(out, expected)
+
+
+def test_windowed_attention_of_no_positions_is_empty():
+    """Regression: T = 0 failed inside unfold with a RuntimeError."""
+    out, band = windowed_attention(torch.zeros(2, 0, 3), torch.zeros(2, 0, 3),
+                                   torch.zeros(2, 0, 5), 4)
+    assert out.shape == (2, 0, 5) and band.shape == (2, 0, 1)
+
+
+def test_windowed_attention_with_no_features_is_uniform_over_the_band():
+    """Regression: D = 0 divided 0 by 0 and gave NaN; the scores are all 0 instead (as in
+    scaled_dot_product_attention)."""
+    out, band = windowed_attention(torch.zeros(3, 0), torch.zeros(3, 0),
+                                   torch.tensor([[1.0], [2.0], [3.0]]), 1)
+    expected, _ = scaled_dot_product_attention(torch.zeros(3, 0), torch.zeros(3, 0),
+                                               torch.tensor([[1.0], [2.0], [3.0]]),
+                                               band_mask(3, 1))
+    assert torch.isfinite(band).all()
+    torch.testing.assert_close(out, expected)
+
+
 def test_windowed_attention_rejects_mismatched_lengths():
     with pytest.raises(ValueError, match="same T positions"):
         windowed_attention(torch.randn(4, 2), torch.randn(5, 2), torch.randn(5, 2), 1)
-    with pytest.raises(ValueError, match="window must be an integer >= 0"):
+    with pytest.raises(ValueError, match="window must be a non-negative integer, got -1"):
         windowed_attention(torch.randn(4, 2), torch.randn(4, 2), torch.randn(4, 2), -1)
 
 
-# ---------------------------------------------------------------- grid_mask
-@pytest.mark.parametrize("height, width, radius", [(4, 4, 1), (3, 5, 1), (5, 4, 2), (2, 2, 0)])
-def test_grid_mask_is_the_receptive_field_of_a_convolution(height, width, radius):
-    # Put a 1 at pixel j, convolve with an all-ones (2r+1)^2 kernel: the pixels that light up
-    # are exactly those whose receptive field contains j.
-    size = 2 * radius + 1
-    n = height * width
-    one_hot = torch.eye(n).reshape(n, 1, height, width)
-    spread = F.conv2d(one_hot, torch.ones(1, 1, size, size), padding=radius)  # (N, 1, H, W)
-    expected = (spread.reshape(n, n) > 0).T  # row i: the inputs output i reads
-    assert torch.equal(grid_mask(height, width, radius), expected)
-
-
-def test_grid_mask_counts():
-    mask = grid_mask(4, 4)
-    assert mask.sum(dim=1).tolist() == [4, 6, 6, 4, 6, 9, 9, 6, 6, 9, 9, 6, 4, 6, 6, 4]
-    assert torch.equal(mask, mask.T)
-    with pytest.raises(ValueError, match="height must be an integer >= 1, got 0"):
-        grid_mask(0, 3)
-
-
-# ---------------------------------------------------------------- adjacency_mask
-def test_adjacency_mask_undirected_with_self_loops():
-    mask = adjacency_mask([(0, 1), (1, 2)], 4)
-    expected = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, 1]]).bool()
-    assert torch.equal(mask, expected)
-
-
-def test_adjacency_mask_directed_and_without_self_loops():
-    mask = adjacency_mask(torch.tensor([[0, 1], [2, 1]]), 3, self_loops=False, directed=True)
-    expected = torch.tensor([[0, 1, 0], [0, 0, 0], [0, 1, 0]]).bool()
-    assert torch.equal(mask, expected)
-    assert torch.equal(adjacency_mask([], 2), torch.eye(2, dtype=torch.bool))
-
-
-def test_adjacency_mask_rejects_unknown_nodes():
-    with pytest.raises(ValueError, match=r"node indices in \[0, 3\), got indices from 0 to 3"):
-        adjacency_mask([(0, 3)], 3)
-
-
-@pytest.mark.parametrize("edges", [torch.tensor([[0, 1, 2], [1, 2, 3]]),  # (2, E): edges.T
-                                   torch.tensor([0, 1, 1, 2]), [(0, 1, 2)]])
-def test_adjacency_mask_refuses_what_is_not_a_list_of_pairs(edges):
-    with pytest.raises(ValueError, match=r"edges must be pairs \(i, j\)"):
-        adjacency_mask(edges, 4)
-
-
-# ---------------------------------------------------------------- patches
-def test_image_to_patches_order_and_roundtrip():
-    image = torch.arange(2 * 4 * 6, dtype=torch.float32).reshape(2, 4, 6)  # (C, H, W)
-    patches = image_to_patches(image, 2)
-    assert patches.shape == (6, 8)
-    # patch 4 is row 1, column 1: pixels (2..3, 2..3), channel values of a pixel together
-    expected = torch.stack([image[:, r, c] for r in (2, 3) for c in (2, 3)]).reshape(-1)
-    torch.testing.assert_close(patches[4], expected)
-    torch.testing.assert_close(patches_to_image(patches, 2, 4, 6), image)
-
-
-@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3))
-def test_image_to_patches_matches_unfold(channels, patch, rows, cols):
-    torch.manual_seed(0)
-    images = torch.randn(2, channels, rows * patch, cols * patch)
-    patches = image_to_patches(images, patch)  # (B, N, P*P*C)
-    unfolded = F.unfold(images, patch, stride=patch).transpose(1, 2)  # (B, N, C*P*P)
-    reordered = unfolded.reshape(2, rows * cols, channels, patch * patch).transpose(2, 3)
-    torch.testing.assert_close(patches, reordered.reshape(2, rows * cols, -1))
-    torch.testing.assert_close(patches_to_image(patches, patch, rows * patch, cols * patch),
-                               images)
-
-
-def test_patches_reject_bad_sizes():
-    with pytest.raises(ValueError, match="multiples of patch_size=4, got H=6, W=8"):
-        image_to_patches(torch.randn(3, 6, 8), 4)
-    with pytest.raises(ValueError, match=r"image must have shape \(C, H, W\)"):
-        image_to_patches(torch.randn(6, 8), 2)
-    with pytest.raises(ValueError, match="N=4"):
-        patches_to_image(torch.randn(5, 12), 2, 4, 4)
-
-
-# ---------------------------------------------------------------- reachable
-def test_reachable_is_a_boolean_matrix_power():
-    step = band_mask(9, 1)
-    for layers in range(1, 6):
-        expected = torch.linalg.matrix_power(step.double(), layers) > 0
-        assert torch.equal(reachable([step] * layers), expected)
-        assert torch.equal(reachable([step] * layers), band_mask(9, layers))
-
-
-def test_reachable_rejects_bad_masks():
-    with pytest.raises(ValueError, match="at least one"):
-        reachable([])
-    with pytest.raises(ValueError, match=r"masks\[1\] must be a 2-D bool tensor"):
-        reachable([band_mask(3, 1), torch.ones(3, 3)])
-
-
-# ---------------------------------------------------------------- timing
-def test_time_call_and_loglog_slope():
-    calls = []
-    seconds = time_call(lambda: calls.append(1), repeats=3, warmup=2)
-    assert len(calls) == 5 and 0 <= seconds < 1
-    sizes = [10, 100, 1000]
-    assert math.isclose(loglog_slope(sizes, [3e-6 * n ** 2 for n in sizes]), 2.0)
-    assert math.isclose(loglog_slope(sizes, [5e-3 * n for n in sizes]), 1.0)
-    with pytest.raises(ValueError, match="positive"):
-        loglog_slope([1, 2], [0.0, 1.0])
-    with pytest.raises(ValueError, match="same length"):
-        loglog_slope([1, 2, 3], [1.0, 2.0])
+@pytest.mark.parametrize("args, pattern", [
+    ((torch.zeros(4, 2), torch.zeros(4, 2), torch.zeros(4, 2), 1.5),
+     "window must be a non-negative integer, got 1.5"),
+    ((torch.zeros(4, 2), torch.zeros(4, 2), torch.zeros(4, 2), True),
+     "window must be a non-negative integer, got True"),
+    (([[0.0, 0.0]] * 4, torch.zeros(4, 2), torch.zeros(4, 2), 1),
+     r"q must be a torch.Tensor of shape \(…, T, D\)"),
+    ((torch.zeros(4), torch.zeros(4, 2), torch.zeros(4, 2), 1),
+     r"q must have shape \(…, T, D\), got shape \(4,\)"),
+    ((torch.zeros(4, 2, dtype=torch.long), torch.zeros(4, 2), torch.zeros(4, 2), 1),
+     "q must be a floating-point tensor, got dtype torch.int64"),
+    ((torch.zeros(4, 2), torch.zeros(4, 2), torch.zeros(4, 2, dtype=torch.float64), 1),
+     "q, k and v must share one dtype"),
+    ((torch.zeros(2, 4, 2), torch.zeros(3, 4, 2), torch.zeros(3, 4, 2), 1),
+     r"leading \(batch, head\) axes .* must broadcast"),
+    ((torch.zeros(4, 2), torch.zeros(4, 3), torch.zeros(4, 2), 1), "q, k the same D"),
+])
+def test_windowed_attention_rejects_bad_input(args, pattern):
+    """Regression: int tensors, mixed dtypes and unbroadcastable batches failed in einsum."""
+    with pytest.raises(ValueError, match=pattern):
+        windowed_attention(*args)

@@ -242,3 +242,87 @@ def test_decoder_block_rejects_mismatched_memory():
         DecoderBlock(D, H, 0)
     with pytest.raises(ValueError, match="layer"):
         DecoderBlock.from_torch(nn.TransformerEncoderLayer(D, H, batch_first=True))
+
+
+# --- the texts the chapter prints, and bad input ----------------------------------------------
+
+def test_chapter_error_texts():
+    with pytest.raises(ValueError) as error:
+        DecoderBlock(64, 4, 128)(torch.zeros(2, 5, 64), torch.zeros(2, 7, 32))
+    assert str(error.value) == ("memory must have d_model=64 features in the last axis, got "
+                                "shape (2, 7, 32)")
+    with pytest.raises(ValueError) as error:
+        PositionWiseFFN(64, 0)
+    assert str(error.value) == "ffn_hidden must be a positive integer, got 0"
+    with pytest.raises(ValueError) as error:
+        EncoderBlock(64, 4, -128)
+    assert str(error.value) == "ffn_hidden must be a positive integer, got -128"
+
+
+@pytest.mark.parametrize("activation", [["relu"], None, "ReLU"])
+def test_ffn_rejects_an_activation_that_is_not_a_name(activation):
+    with pytest.raises(ValueError, match="activation must be one of"):
+        PositionWiseFFN(D, F_HIDDEN, activation=activation)  # a list used to raise TypeError
+
+
+@pytest.mark.parametrize("block", [EncoderBlock, DecoderBlock])
+@pytest.mark.parametrize("norm_first", ["False", 0, None])
+def test_blocks_reject_a_norm_first_that_is_not_a_bool(block, norm_first):
+    with pytest.raises(ValueError, match="norm_first must be True or False"):
+        block(D, H, F_HIDDEN, norm_first=norm_first)  # "False" would have meant pre-LN
+
+
+def test_layer_norm_ffn_and_add_norm_reject_bad_input():
+    x = torch.randn(B, T, D)
+    norm, ffn, add_norm = LayerNorm(D), PositionWiseFFN(D, F_HIDDEN), AddNorm(D)
+    for module in (norm, ffn):
+        with pytest.raises(ValueError, match="x must have d_model=16 features"):
+            module(x[..., :8])
+        with pytest.raises(ValueError, match="x must be a floating-point tensor"):
+            module(x.long())
+        with pytest.raises(ValueError, match="x must be a torch.Tensor"):
+            module(x.tolist())
+    with pytest.raises(ValueError, match="x must have the parameters' dtype"):
+        ffn(x.double())
+    with pytest.raises(ValueError, match="sublayer_out must be a torch.Tensor"):
+        add_norm(x, 1.0)
+    with pytest.raises(ValueError, match="x must have d_model=16 features"):
+        add_norm(x[..., :8], x[..., :8])
+
+
+def test_batch_norm_tokens_rejects_bad_input():
+    x = torch.randn(B, T, D)
+    for eps in (-1e-5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="eps must be a finite number >= 0"):
+            batch_norm_tokens(x, eps=eps)
+    with pytest.raises(ValueError, match="x must be a floating-point tensor"):
+        batch_norm_tokens(x.long())
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, D\)"):
+        batch_norm_tokens(x[0])
+    with pytest.raises(ValueError, match="valid must have dtype torch.bool"):
+        batch_norm_tokens(x, torch.ones(B, T))  # 0/1 floats are not a mask
+
+
+def test_blocks_reject_integer_and_non_tensor_input():
+    encoder, decoder = EncoderBlock(D, H, F_HIDDEN), DecoderBlock(D, H, F_HIDDEN)
+    x = torch.randn(B, T, D)
+    with pytest.raises(ValueError, match="x must be a floating-point tensor"):
+        encoder(x.long())
+    with pytest.raises(ValueError, match="x must be a torch.Tensor"):
+        encoder(x.numpy())
+    with pytest.raises(ValueError, match="memory must be a floating-point tensor"):
+        decoder(x, torch.zeros(B, S, D, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"memory must have shape \(B, S, D\)"):
+        decoder(x, torch.zeros(S, D))
+
+
+def test_empty_axes():
+    assert LayerNorm(D)(torch.zeros(0, T, D)).shape == (0, T, D)
+    assert batch_norm_tokens(torch.zeros(0, T, D)).shape == (0, T, D)
+    assert batch_norm_tokens(torch.zeros(B, 0, D)).shape == (B, 0, D)
+    torch.manual_seed(0)
+    encoder, decoder = EncoderBlock(D, H, F_HIDDEN), DecoderBlock(D, H, F_HIDDEN)
+    out, weights = encoder(torch.randn(B, 0, D))
+    assert out.shape == (B, 0, D) and weights.shape == (B, H, 0, 0)
+    out, self_weights, cross = decoder(torch.randn(B, 0, D), torch.randn(B, S, D))
+    assert out.shape == (B, 0, D) and cross.shape == (B, H, 0, S)

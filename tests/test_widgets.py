@@ -1,5 +1,6 @@
-"""Tests for helpers.widgets: a SelectionSlider jslinked to a Stack of PNG frames."""
+"""Tests for helpers.figures.widgets: a SelectionSlider jslinked to a Stack of PNG frames."""
 
+import base64
 import io
 import struct
 
@@ -15,8 +16,8 @@ from ipywidgets.widgets.widget import _instances  # noqa: E402
 from ipywidgets.widgets.widget_link import DirectionalLink, Link  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from helpers.widgets import (LiveFigure, figure_to_png, png_data_url, slider_figure,  # noqa: E402
-                             slider_heatmap, slider_heatmap_2d)
+from helpers.figures.widgets import (LiveFigure, figure_to_png, figure_words, png_data_url,  # noqa: E402
+                                     slider_figure, slider_heatmap, slider_heatmap_2d)
 
 DPI = 30  # small frames keep the tests fast
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -93,10 +94,11 @@ def test_structure_is_vbox_of_selection_slider_and_stack_of_images(live):
     assert isinstance(slider, widgets.SelectionSlider)
     assert isinstance(stack, widgets.Stack)
     assert len(stack.children) == len(VALUES)
-    # frames are data: URLs so that a switch paints without a blank frame (see widgets.py)
-    assert all(isinstance(image, widgets.Image) and image.format == "url"
-               for image in stack.children)
+    # frames are HTML <img> with data: URLs, so a switch paints without a blank frame
+    assert all(isinstance(frame, widgets.HTML) and frame.value.startswith('<img src="data:')
+               for frame in stack.children)
     assert slider.description == "temperature"
+    assert slider.tooltip == "temperature"  # the label's title: never "null"
 
 
 def test_readout_labels_are_the_formatted_values_and_initial_is_selected(live):
@@ -113,7 +115,7 @@ def test_slider_index_is_jslinked_to_stack(live):
 
 def test_frames_are_quantised_pngs_one_per_value(live):
     _, stack = live.children
-    assert [bytes(image.value) for image in stack.children] == [
+    assert [frame.value.split('"')[1] for frame in stack.children] == [
         png_data_url(frame) for frame in live.frames]
     for frame in live.frames:
         check_frame(frame)
@@ -189,8 +191,10 @@ def test_2d_has_nested_stacks_with_one_link_per_inner_stack():
         assert isinstance(inner, widgets.Stack) and len(inner.children) == 3
         assert inner.selected_index == 2 == slider_b.index
         assert len(links_between(slider_b, inner)) == 1
-        assert [bytes(image.value) for image in inner.children] == [
+        assert [image.value.split('"')[1] for image in inner.children] == [
             png_data_url(frame) for frame in live.frames[i]]
+    assert live.alts[0][2].endswith("at a = 0.1 and b = 2.0")
+    assert live.first_frame == live.frames[1][2]
     flat = [frame for row in live.frames for frame in row]
     assert len(set(flat)) == 6
     for frame in flat:
@@ -246,17 +250,17 @@ def test_jsdlink_would_not_count_as_a_link():
 
 
 # ipywidgets 7 (Colab): no Stack, so the kernel swaps the frame of one Image. The mechanism
-# is chosen once, by helpers.widgets.KERNEL_FREE; here it is switched off to test that path
-# under ipywidgets 8 (tests/test_clients.py runs it under a real ipywidgets 7.7.1).
+# is chosen once, by helpers.figures.widgets.KERNEL_FREE; here it is switched off to test
+# that path under ipywidgets 8 (tests/test_clients.py runs it under a real ipywidgets 7.7.1).
 
 @pytest.fixture
 def kernel_path(monkeypatch):
-    import helpers.widgets as live_widgets
+    import helpers.figures.widgets as live_widgets
     monkeypatch.setattr(live_widgets, "KERNEL_FREE", False)
 
 
 def test_kernel_free_follows_the_installed_ipywidgets():
-    import helpers.widgets as live_widgets
+    import helpers.figures.widgets as live_widgets
     major = int(widgets.__version__.split(".")[0])
     assert live_widgets.KERNEL_FREE is (major >= 8)
     assert live_widgets.KERNEL_FREE is hasattr(widgets, "Stack")
@@ -285,3 +289,27 @@ def test_kernel_path_2d_shows_the_frame_of_both_sliders(kernel_path):
     assert image.value == live.frames[1][2]
     slider_b.index = 0
     assert image.value == live.frames[1][0]
+
+
+def test_every_frame_has_alt_text_naming_the_figure_and_the_value(live):
+    _, stack = live.children
+    for frame, label in zip(stack.children, ["0.10", "0.50", "2.00"]):
+        alt = frame.value.split('alt="')[1].split('"')[0]
+        assert alt.endswith(f"at temperature = {label}") and len(alt) > 30
+
+
+def test_the_output_bundle_carries_the_first_frame_as_png(live):
+    """An untrusted notebook, GitHub or nbviewer shows this picture, not the text form."""
+    bundle = live._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert base64.b64decode(data["image/png"]) == live.frames[1] == live.first_frame
+    assert data["text/plain"] == "LiveFigure(temperature: 3 frames)"
+    assert "application/vnd.jupyter.widget-view+json" in data
+
+
+def test_figure_words_reads_titles_and_axis_labels():
+    fig, (left, right) = plt.subplots(1, 2)
+    left.set(title="weights", xlabel="keys", ylabel="queries")
+    right.set(xlabel="x")
+    assert figure_words(fig) == "weights (queries against keys); a plot (x)"
+    plt.close(fig)

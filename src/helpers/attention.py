@@ -81,7 +81,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
         _broadcast_mask(mask, scores.shape, scores.device), scores, float("-inf"))  # (…, Q, K)
     if filled.numel() == 0:
         return torch.softmax(filled, dim=dim)  # an empty axis: an empty result, as torch gives
-    has_key = filled.amax(dim=dim, keepdim=True) != float("-inf")  # (…, Q, 1); NaN rows stay NaN
+    has_key = filled.detach().amax(dim=dim, keepdim=True) != float("-inf")  # (…, Q, 1); NaN rows
+    # stay NaN; detached, so autograd keeps no second (…, Q, K) tensor for it
     if bool(has_key.all()):
         return torch.softmax(filled, dim=dim)
     # Rows with no key left: softmax over zeros (finite values and gradients), then zero.
@@ -164,7 +165,20 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
     scale = check_real(scale, "scale")
-    scores = q @ k.transpose(-2, -1)  # (…, Q, K): every query against every key
-    if scale != 1.0:
-        scores *= scale  # in place: a second (…, Q, K) tensor would cost as much as the product
+    scores = _scaled_products(q, k, scale)  # (…, Q, K) = q @ kᵀ · scale: every query, every key
     return attend(scores, v, mask, dropout=dropout, training=training)
+
+
+def _scaled_products(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """``(q @ k.transpose(-2, -1)) * scale`` for checked q (…, Q, D) and k (…, K, D).
+
+    Computed as one batched product with the scale applied inside it (``torch.baddbmm``):
+    no second (…, Q, K) tensor for the scaling, and the rounding (forward and backward) that
+    every chapter's printed numbers were computed with. Tests check it against the formula.
+    """
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    n = math.prod(lead)  # N: the leading axes flattened (explicit: any size may be 0)
+    q3 = q.expand(*lead, *q.shape[-2:]).reshape(n, *q.shape[-2:])  # (N, Q, D)
+    k3 = k.expand(*lead, *k.shape[-2:]).reshape(n, *k.shape[-2:])  # (N, K, D)
+    scores = torch.baddbmm(q3.new_zeros(()), q3, k3.transpose(1, 2), beta=0.0, alpha=scale)
+    return scores.view(*lead, q.shape[-2], k.shape[-2])  # (…, Q, K)

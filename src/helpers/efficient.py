@@ -1,14 +1,15 @@
-"""Attention at scale: online softmax, tiled attention, peak memory, KV cache, linear attention.
+"""Attention at scale: online softmax, tiled attention, linear attention.
 
 - :func:`online_softmax` / :func:`online_softmax_update`: the softmax in one pass over
   blocks, with a running maximum ``m`` and a running sum ``l`` rescaled by ``exp(m_old - m_new)``.
 - :func:`tiled_attention`: exact attention that loops over key blocks (and, optionally,
   query blocks) with the online softmax, never holding the (Q, K) score matrix: the idea of
-  FlashAttention, in plain torch. :func:`naive_attention` materialises the scores.
-- :func:`peak_memory_bytes`: the peak CPU memory a call allocates (torch's profiler).
-- :class:`KVCache`, :func:`decode_step`, :func:`decode_without_cache`: autoregressive
-  decoding with and without a cache (defined in :mod:`helpers.kvcache`, re-exported here).
+  FlashAttention, in plain torch. :func:`naive_attention` materialises the scores (it is
+  :func:`helpers.attention.scaled_dot_product_attention`, the output only).
 - :func:`linear_attention`: kernelised attention, ``φ(q) (φ(k)ᵀ v)`` (Katharopoulos et al., 2020).
+
+The KV cache is in :mod:`helpers.kvcache`; peak memory and timings are measured with
+:mod:`helpers.measure`.
 
 Mask convention as everywhere: boolean, **True = may attend**; a query with no allowed key
 gets a zero output (as ``F.scaled_dot_product_attention`` gives from torch 2.5 on).
@@ -17,40 +18,49 @@ gets a zero output (as ``F.scaled_dot_product_attention`` gives from torch 2.5 o
 from __future__ import annotations
 
 import math
-import os
-import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F
 
-from helpers.attention import masked_softmax
+from helpers.attention import scaled_dot_product_attention
+from helpers.checks import check_bool_mask, check_int, check_real, check_tensor, require
 from helpers.masks import causal_mask
-# The KV cache lives in helpers.kvcache; re-exported here, where chapter 9 finds it.
-from helpers.kvcache import (KVCache, decode_step, decode_with_cache,  # noqa: F401
-                             decode_without_cache, time_decoding)
 
 __all__ = ["OnlineSoftmaxState", "online_softmax_update", "online_softmax", "naive_attention",
-           "tiled_attention", "peak_memory_bytes", "memory_comparison", "KVCache",
-           "decode_step", "decode_with_cache", "decode_without_cache", "time_decoding",
-           "elu_feature_map", "linear_attention"]
+           "tiled_attention", "elu_feature_map", "linear_attention"]
 NEG_INF = float("-inf")
+_ANY_RANK_FROM_1 = range(1, 65)  # (…, K): at least one axis
+_ANY_RANK_FROM_2 = range(2, 65)  # (…, Q, D): at least two axes
 
 
 # ---------------------------------------------------------------- online softmax
 @dataclass
 class OnlineSoftmaxState:
     """Running statistics of a row of scores seen block by block: ``max`` m and ``sum``
-    l = Σ exp(s − m), both of shape (…, 1). Start from :meth:`empty`."""
+    l = Σ exp(s − m), floating tensors of one shape (…, 1). Start from :meth:`empty`."""
     max: torch.Tensor
     sum: torch.Tensor
+
+    def __post_init__(self):
+        check_tensor(self.max, "max", "(…, 1)", ndim=_ANY_RANK_FROM_1, floating=True,
+                     size={-1: 1})
+        check_tensor(self.sum, "sum", "(…, 1)", ndim=_ANY_RANK_FROM_1, floating=True)
+        require(self.sum.shape == self.max.shape,
+                f"sum must have max's shape {tuple(self.max.shape)}, got shape "
+                f"{tuple(self.sum.shape)}")
 
     @classmethod
     def empty(cls, shape, dtype=torch.float32, device=None) -> "OnlineSoftmaxState":
         """The state before any block: m = −inf, l = 0, each of shape ``shape`` (…, 1)."""
-        return cls(torch.full(shape, NEG_INF, dtype=dtype, device=device),
-                   torch.zeros(shape, dtype=dtype, device=device))
+        ok = isinstance(shape, (tuple, list, torch.Size)) and len(shape) >= 1 and all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+        require(ok and shape[-1] == 1,
+                f"shape must be a tuple of sizes (…, 1) ending in 1, got {shape!r}")
+        require(isinstance(dtype, torch.dtype) and dtype.is_floating_point,
+                f"dtype must be a floating torch.dtype, got {dtype!r}")
+        return cls(torch.full(tuple(shape), NEG_INF, dtype=dtype, device=device),
+                   torch.zeros(tuple(shape), dtype=dtype, device=device))
 
 
 def _safe(m: torch.Tensor) -> torch.Tensor:
@@ -59,8 +69,18 @@ def _safe(m: torch.Tensor) -> torch.Tensor:
 
 
 def online_softmax_update(state: OnlineSoftmaxState, block: torch.Tensor) -> OnlineSoftmaxState:
-    """Fold a block of scores (…, Kb) into the state: m' = max(m, max block),
-    l' = l · exp(m − m') + Σ exp(block − m'). Entries of −inf add nothing."""
+    """Fold a block of scores (…, Kb) into the state (…, 1): m' = max(m, max block),
+    l' = l · exp(m − m') + Σ exp(block − m'). Entries of −inf add nothing; an empty block
+    (Kb = 0) leaves the state as it is."""
+    require(isinstance(state, OnlineSoftmaxState),
+            f"state must be an OnlineSoftmaxState, got {type(state).__name__}")
+    check_tensor(block, "block", "(…, Kb)", ndim=_ANY_RANK_FROM_1, floating=True)
+    if state.max.shape != (*block.shape[:-1], 1):
+        raise ValueError(f"state of shape {tuple(state.max.shape)} does not fit block of shape "
+                         f"{tuple(block.shape)}: it must be (…, 1) = "
+                         f"{(*block.shape[:-1], 1)}")
+    if block.shape[-1] == 0:
+        return OnlineSoftmaxState(state.max, state.sum)
     new_max = torch.maximum(state.max, block.amax(dim=-1, keepdim=True))  # (…, 1)
     safe = _safe(new_max)
     block_sum = torch.exp(block - safe).sum(dim=-1, keepdim=True)  # (…, 1)
@@ -73,7 +93,12 @@ def online_softmax(scores: torch.Tensor, dim: int = -1, block_size: int = 128) -
     ``block_size`` entries (:func:`online_softmax_update`), then normalised: exp(s − m) / l.
     Stable for any finite score; −inf entries get weight 0 and a row of only −inf gets
     all-zero weights (``torch.softmax`` would give NaN). Shape in = shape out (…, K)."""
-    _check_positive(block_size, "block_size")
+    check_tensor(scores, "scores", "(…, K)", ndim=_ANY_RANK_FROM_1, floating=True)
+    if isinstance(dim, bool) or not isinstance(dim, int) \
+            or not -scores.dim() <= dim < scores.dim():
+        raise ValueError(f"dim must be an axis of scores (shape {tuple(scores.shape)}), "
+                         f"got {dim!r}")
+    block_size = check_int(block_size, "block_size", minimum=1)
     scores = scores.movedim(dim, -1)
     state = OnlineSoftmaxState.empty((*scores.shape[:-1], 1), scores.dtype, scores.device)
     for start in range(0, scores.shape[-1], block_size):
@@ -84,50 +109,62 @@ def online_softmax(scores: torch.Tensor, dim: int = -1, block_size: int = 128) -
 
 
 # ---------------------------------------------------------------- naive and tiled attention
-def _check_positive(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def _check_qkv(q, k, v) -> None:
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.is_floating_point():
-            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ValueError(f"{name} must be a floating tensor with at least 2 axes, got {got}")
+def _check_qkv(q, k, v) -> torch.Size:
+    """Check q (…, Q, D), k (…, K, D), v (…, K, Dv); return their broadcast leading axes."""
+    for name, t, letter in (("q", q, "Q"), ("k", k, "K"), ("v", v, "K")):
+        check_tensor(t, name, f"(…, {letter}, D)", ndim=_ANY_RANK_FROM_2, floating=True)
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and "
+                         f"{v.dtype}")
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"need q (…, Q, D), k (…, K, D), v (…, K, Dv); got q {tuple(q.shape)}, "
                          f"k {tuple(k.shape)}, v {tuple(v.shape)}")
+    try:
+        return torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"the leading (batch, head) axes of q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast") from None
 
 
-def _full_mask(mask, is_causal: bool, num_queries: int, num_keys: int, device):
+def _full_mask(mask, is_causal, lead: torch.Size, num_queries: int, num_keys: int, device):
     """The bool mask (…, Q, K) (a broadcast view, nothing copied) combining ``mask`` and the
-    top-left causal mask, or None."""
+    top-left causal mask, or None; ``mask`` must broadcast to the scores' shape."""
+    require(isinstance(is_causal, bool), f"is_causal must be True or False, got {is_causal!r}")
     if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            raise ValueError(f"mask must be a bool tensor (True = may attend), got "
-                             f"{getattr(mask, 'dtype', type(mask).__name__)}")
+        check_bool_mask(mask, "mask")
+        shape = torch.Size((*lead, num_queries, num_keys))
         try:
-            mask = mask.to(device).broadcast_to((*mask.shape[:-2], num_queries, num_keys))
+            fits = torch.broadcast_shapes(mask.shape, shape) == shape
         except RuntimeError:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} must broadcast to "
-                             f"(…, Q, K) = (…, {num_queries}, {num_keys})") from None
+            fits = False
+        if not fits:
+            raise ValueError(f"mask of shape {tuple(mask.shape)} must broadcast to the scores' "
+                             f"shape {tuple(shape)} (…, Q, K)")
+        mask = mask.to(device).broadcast_to((*mask.shape[:-2], num_queries, num_keys))
     if is_causal:
         causal = causal_mask(num_queries, num_keys, device=device)
         mask = causal if mask is None else mask & causal
     return mask
 
 
+def _scale(scale, q: torch.Tensor) -> float:
+    """The factor of the scores: 1 / √D by default (1 when D = 0), else a finite number."""
+    if scale is None:
+        return 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+    return check_real(scale, "scale")
+
+
 def naive_attention(q, k, v, mask=None, is_causal=False, scale=None) -> torch.Tensor:
     """Reference attention that materialises the (…, Q, K) scores and weights:
-    ``masked_softmax(q kᵀ · scale) v`` with scale = 1/√D by default. q (…, Q, D),
-    k (…, K, D), v (…, K, Dv), bool mask broadcastable to (…, Q, K); ``is_causal`` adds the
-    top-left causal mask (as ``F.scaled_dot_product_attention``). Returns out (…, Q, Dv)."""
-    _check_qkv(q, k, v)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    mask = _full_mask(mask, is_causal, q.shape[-2], k.shape[-2], q.device)
-    scores = q @ k.transpose(-2, -1) * scale  # (…, Q, K): the O(Q·K) memory
-    return masked_softmax(scores, mask) @ v  # (…, Q, Dv)
+    ``masked_softmax(q kᵀ · scale) v`` with scale = 1/√D by default, i.e. the output of
+    :func:`helpers.attention.scaled_dot_product_attention`. q (…, Q, D), k (…, K, D),
+    v (…, K, Dv), one floating dtype; bool mask broadcastable to (…, Q, K); ``is_causal``
+    adds the top-left causal mask (as ``F.scaled_dot_product_attention``). A query with no
+    allowed key gets zeros. Returns out (…, Q, Dv)."""
+    lead = _check_qkv(q, k, v)
+    mask = _full_mask(mask, is_causal, lead, q.shape[-2], k.shape[-2], q.device)
+    out, _ = scaled_dot_product_attention(q, k, v, mask, scale=_scale(scale, q))
+    return out  # (…, Q, Dv); the (…, Q, K) scores and weights are the O(Q·K) memory
 
 
 def tiled_attention(q, k, v, mask=None, is_causal=False, block_size=128,
@@ -143,14 +180,14 @@ def tiled_attention(q, k, v, mask=None, is_causal=False, block_size=128,
     with no allowed key gets zeros. ``query_block_size`` (default: all Q at once) also tiles
     the queries. The largest intermediate is (…, Qb, Kb): O(Q · block) memory, not O(Q · K).
     Returns out (…, Q, Dv)."""
-    _check_qkv(q, k, v)
-    block_size = _check_positive(block_size, "block_size")
+    lead = _check_qkv(q, k, v)
+    block_size = check_int(block_size, "block_size", minimum=1)
     num_queries, num_keys = q.shape[-2], k.shape[-2]
-    query_block_size = max(num_queries, 1) if query_block_size is None else query_block_size
-    query_block_size = _check_positive(query_block_size, "query_block_size")
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    full_mask = _full_mask(mask, False, num_queries, num_keys, q.device)
-    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    query_block_size = max(num_queries, 1) if query_block_size is None else check_int(
+        query_block_size, "query_block_size", minimum=1)
+    scale = _scale(scale, q)
+    full_mask = _full_mask(mask, False, lead, num_queries, num_keys, q.device)
+    require(isinstance(is_causal, bool), f"is_causal must be True or False, got {is_causal!r}")
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     outs = []
     for q0 in range(0, num_queries, query_block_size):
@@ -188,89 +225,55 @@ def tiled_attention(q, k, v, mask=None, is_causal=False, block_size=128,
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)  # (…, Q, Dv)
 
 
-# ---------------------------------------------------------------- peak memory
-@contextmanager
-def _quiet_stderr():
-    """Silence file descriptor 2 (the profiler's C++ log lines, which carry timestamps, would
-    otherwise reach a notebook's output); a no-op where fd 2 cannot be redirected."""
-    try:
-        sys.stderr.flush()
-        saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 2)
-    except (OSError, AttributeError, ValueError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
-
-
-def peak_memory_bytes(fn, *args, **kwargs) -> int:
-    """Peak bytes of CPU tensor memory allocated by ``fn(*args, **kwargs)`` above what was
-    allocated when it started (its result included; it is freed afterwards).
-
-    Method: ``torch.profiler.profile(profile_memory=True)`` records every allocation and
-    free of torch's CPU allocator as a ``[memory]`` event with its size in bytes (negative
-    for a free). Sorting the events by time and taking the running sum gives the memory
-    held at each moment; its maximum is the peak. This is exact and deterministic (the same
-    byte count every run), unlike the process RSS, which the allocator and the OS blur.
-    ``tracemalloc`` cannot be used: it sees only Python's allocator, not torch's. Not
-    counted: scratch memory that BLAS libraries allocate outside torch's allocator.
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    with _quiet_stderr():
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            result = fn(*args, **kwargs)
-            del result
-        events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    events.sort(key=lambda e: e.start_ns())
-    held = peak = 0
-    for event in events:
-        held += event.nbytes()
-        peak = max(peak, held)
-    return peak
-
-
-def memory_comparison(lengths, d_head=64, block_size=128, seed=0) -> list[dict]:
-    """For each sequence length L: peak bytes of :func:`naive_attention` and of
-    :func:`tiled_attention` on q = k = v of shape (1, 1, L, D), D = ``d_head``, float32,
-    and their ratio. Returns ``[{"length", "naive_bytes", "tiled_bytes", "ratio"}, …]``."""
-    rows = []
-    for length in lengths:
-        x = torch.randn(1, 1, length, d_head, generator=torch.Generator().manual_seed(seed))
-        with torch.no_grad():
-            naive = peak_memory_bytes(naive_attention, x, x, x)
-            tiled = peak_memory_bytes(tiled_attention, x, x, x, block_size=block_size)
-        rows.append({"length": length, "naive_bytes": naive, "tiled_bytes": tiled,
-                     "ratio": naive / tiled})
-    return rows
-
-
 # ---------------------------------------------------------------- linear attention
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
-    """φ(x) = elu(x) + 1 > 0, the feature map of Katharopoulos et al. (2020)."""
+    """φ(x) = elu(x) + 1 > 0, the feature map of Katharopoulos et al. (2020); x floating,
+    any shape."""
+    check_tensor(x, "x", "(…, D)", floating=True)
     return F.elu(x) + 1
+
+
+def _features(feature_map, x: torch.Tensor, name: str) -> torch.Tensor:
+    """``feature_map(x)``, checked to be a tensor (…, T, D') of x's leading shape and >= 0."""
+    phi = feature_map(x)
+    if not isinstance(phi, torch.Tensor) or phi.dim() != x.dim() \
+            or phi.shape[:-1] != x.shape[:-1] or phi.dtype != x.dtype:
+        raise ValueError(f"feature_map must map {name} of shape {tuple(x.shape)} to a tensor of "
+                         f"shape (…, T, D') = {(*x.shape[:-1], 'D')} and dtype {x.dtype}, got "
+                         f"{tuple(phi.shape) if isinstance(phi, torch.Tensor) else phi!r}")
+    if phi.numel() and bool(phi.min() < 0):
+        raise ValueError(f"feature_map must return non-negative features (a kernel's "
+                         f"similarities φ(q)·φ(k) may not be negative), got a minimum of "
+                         f"{float(phi.min()):.4g} for {name}")
+    return phi
 
 
 def linear_attention(q, k, v, feature_map=elu_feature_map, causal=False) -> torch.Tensor:
     """Kernelised attention with similarity φ(q)ᵀφ(k) instead of exp(q·k/√D), computed in
     O(L) as ``out_i = φ(q_i)ᵀ (Σ_j φ(k_j) v_jᵀ) / φ(q_i)ᵀ (Σ_j φ(k_j))``. With ``causal``
     the sums run over j ≤ i (prefix sums; needs Q == K). q (…, Q, D), k (…, K, D),
-    v (…, K, Dv) → out (…, Q, Dv). φ must be positive (the default elu + 1 is)."""
+    v (…, K, Dv) → out (…, Q, Dv). φ must return non-negative features of shape (…, D')
+    (the default elu + 1 is positive). A query whose similarities are all 0 (e.g. K = 0)
+    gets a zero output, as a query that may attend no key."""
     _check_qkv(q, k, v)
-    phi_q, phi_k = feature_map(q), feature_map(k)  # (…, Q, D'), (…, K, D')
+    require(callable(feature_map), f"feature_map must be a callable, got {feature_map!r}")
+    require(isinstance(causal, bool), f"causal must be True or False, got {causal!r}")
+    if causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError(f"causal linear attention needs Q == K, got q {tuple(q.shape)} "
+                         f"and k {tuple(k.shape)}")
+    phi_q, phi_k = _features(feature_map, q, "q"), _features(feature_map, k, "k")
+    if phi_q.shape[-1] != phi_k.shape[-1]:
+        raise ValueError(f"feature_map must give q and k the same feature size D', got "
+                         f"{phi_q.shape[-1]} and {phi_k.shape[-1]}")
     if not causal:
         kv = phi_k.transpose(-2, -1) @ v  # (…, D', Dv)
         normaliser = phi_q @ phi_k.sum(dim=-2).unsqueeze(-1)  # (…, Q, 1)
-        return phi_q @ kv / normaliser
-    if q.shape[-2] != k.shape[-2]:
-        raise ValueError(f"causal linear attention needs Q == K, got q {tuple(q.shape)} "
-                         f"and k {tuple(k.shape)}")
-    kv = torch.cumsum(phi_k.unsqueeze(-1) * v.unsqueeze(-2), dim=-3)  # (…, T, D', Dv)
-    z = torch.cumsum(phi_k, dim=-2)  # (…, T, D')
-    numerator = (phi_q.unsqueeze(-2) @ kv).squeeze(-2)  # (…, T, Dv)
-    return numerator / (phi_q * z).sum(dim=-1, keepdim=True)
+        numerator = phi_q @ kv  # (…, Q, Dv)
+    else:
+        kv = torch.cumsum(phi_k.unsqueeze(-1) * v.unsqueeze(-2), dim=-3)  # (…, T, D', Dv)
+        z = torch.cumsum(phi_k, dim=-2)  # (…, T, D')
+        numerator = (phi_q.unsqueeze(-2) @ kv).squeeze(-2)  # (…, T, Dv)
+        normaliser = (phi_q * z).sum(dim=-1, keepdim=True)  # (…, T, 1)
+    # A query whose similarities are all 0 (no key, say) has a zero numerator too: divide it
+    # by 1 there, so that it gets zeros (as a query that may attend no key), never 0/0.
+    return numerator / normaliser.where(normaliser > 0, 1.0)  # (…, Q, Dv)

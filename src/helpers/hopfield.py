@@ -10,21 +10,48 @@ the columns of X (N, P), the update ξ ← X softmax(β Xᵀ ξ) is attention wi
 the query and the stored patterns as keys and values, at scale β.
 
 Shapes: N units (pattern length), P patterns; a leading (…) holds several states at once.
+The chapter's experiments (corrupting a pattern, the capacity curve, the digit bitmaps) are
+in :mod:`helpers.tasks.hopfield`.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["hebbian_weights", "energy", "recall", "corrupt", "capacity_curve",
-           "modern_hopfield_update", "hopfield_weights", "retrieve", "modern_energy",
-           "digit_patterns", "DIGITS"]
+from helpers.checks import check_int, check_real, check_tensor, describe, require
+
+__all__ = ["hebbian_weights", "energy", "recall", "modern_hopfield_update", "hopfield_weights",
+           "retrieve", "modern_energy"]
+
+_AT_LEAST_1 = range(1, 65)  # (…, N): one axis or more
 
 
-def _check_binary(x: torch.Tensor, name: str) -> None:
-    if not isinstance(x, torch.Tensor) or x.numel() == 0 \
-            or not bool(((x == 1) | (x == -1)).all()):
-        raise ValueError(f"{name} must be a non-empty tensor of -1 and +1 entries")
+def _check_binary(x, name: str, shape: str) -> None:
+    """``x`` must be a non-empty tensor (not bool) whose entries are all −1 or +1."""
+    check_tensor(x, name, shape, ndim=_AT_LEAST_1)
+    if x.dtype == torch.bool or x.numel() == 0 or not bool(((x == 1) | (x == -1)).all()):
+        raise ValueError(f"{name} must be a non-empty tensor of -1 and +1 entries, got "
+                         f"{describe(x)}")
+
+
+def _check_weights(weights) -> int:
+    """``weights`` must be a floating (N, N) matrix; returns N."""
+    check_tensor(weights, "weights", "(N, N)", ndim=2, floating=True)
+    require(weights.shape[0] == weights.shape[1],
+            f"weights must have shape (N, N), got shape {tuple(weights.shape)}")
+    return weights.shape[0]
+
+
+def _check_modern(patterns, xi, beta) -> float:
+    """Check X (N, P), ξ (…, N) of one floating dtype and β > 0; returns β as a float."""
+    check_tensor(patterns, "patterns", "(N, P)", ndim=2, floating=True)
+    check_tensor(xi, "xi", "(…, N)", ndim=_AT_LEAST_1, floating=True)
+    if xi.shape[-1] != patterns.shape[0]:
+        raise ValueError(f"patterns must be (N, P) and xi (…, N), got patterns "
+                         f"{tuple(patterns.shape)} and xi {tuple(xi.shape)}")
+    require(xi.dtype == patterns.dtype, f"xi must have the dtype of patterns, {patterns.dtype}, "
+                                        f"got {xi.dtype}")
+    return check_real(beta, "beta", minimum=0, exclusive_minimum=True)
 
 
 def _sign(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
@@ -35,9 +62,8 @@ def _sign(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
 def hebbian_weights(patterns: torch.Tensor) -> torch.Tensor:
     """Hebbian weights W = (1/N) Σ_μ ξ_μ ξ_μᵀ with a zero diagonal, for patterns (P, N) of
     ±1 (a float dtype is kept, an integer one becomes the default float). Returns W (N, N)."""
-    _check_binary(patterns, "patterns")
-    if patterns.dim() != 2:
-        raise ValueError(f"patterns must be 2-D (P, N), got shape {tuple(patterns.shape)}")
+    check_tensor(patterns, "patterns", "(P, N)", ndim=2)
+    _check_binary(patterns, "patterns", "(P, N)")
     if not patterns.is_floating_point():
         patterns = patterns.to(torch.get_default_dtype())
     num_units = patterns.shape[1]
@@ -47,7 +73,13 @@ def hebbian_weights(patterns: torch.Tensor) -> torch.Tensor:
 
 
 def energy(weights: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-    """E(s) = −½ sᵀ W s for W (N, N) and states (…, N); returns (…), 0-d for one state."""
+    """E(s) = −½ sᵀ W s for W (N, N) and states (…, N); returns (…), 0-d for one state.
+    The states are converted to W's dtype (so ±1 integers are fine)."""
+    num_units = _check_weights(weights)
+    check_tensor(state, "state", f"(…, N) with N={num_units}", ndim=_AT_LEAST_1,
+                 size={-1: num_units})
+    require(state.dtype != torch.bool and not state.is_complex(),
+            f"state must hold real numbers (±1), got dtype {state.dtype}")
     state = state.to(weights.dtype)
     return -0.5 * ((state @ weights) * state).sum(dim=-1)
 
@@ -67,11 +99,12 @@ def recall(weights: torch.Tensor, state: torch.Tensor, steps: int = 10, mode: st
     """
     if mode not in ("async", "sync"):
         raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    _check_binary(state, "state")
-    num_units = weights.shape[0]
-    if weights.shape != (num_units, num_units) or state.shape[-1] != num_units:
+    steps = check_int(steps, "steps")
+    require(generator is None or isinstance(generator, torch.Generator),
+            f"generator must be a torch.Generator or None, got {describe(generator)}")
+    _check_binary(state, "state", "(…, N)")
+    num_units = _check_weights(weights)
+    if state.shape[-1] != num_units:
         raise ValueError(f"weights must be (N, N) and state (…, N), got weights "
                          f"{tuple(weights.shape)} and state {tuple(state.shape)}")
     state = state.to(weights.dtype).clone()
@@ -90,46 +123,12 @@ def recall(weights: torch.Tensor, state: torch.Tensor, steps: int = 10, mode: st
     return state, torch.stack(energies)
 
 
-def corrupt(pattern: torch.Tensor, fraction: float,
-            generator: torch.Generator | None = None) -> torch.Tensor:
-    """A copy of ``pattern`` (…, N) of ±1 with round(fraction · N) units flipped, chosen at
-    random (separately for each pattern of a batch) from ``generator``."""
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"fraction must be in [0, 1], got {fraction!r}")
-    _check_binary(pattern, "pattern")
-    num_flips = round(fraction * pattern.shape[-1])
-    order = torch.rand(pattern.shape, generator=generator).argsort(dim=-1)  # random permutation
-    flip = order < num_flips  # exactly num_flips True per row
-    return torch.where(flip, -pattern, pattern)
-
-
-def capacity_curve(num_units: int, pattern_counts, trials: int = 5,
-                   generator: torch.Generator | None = None, steps: int = 5,
-                   tolerance: float = 0.02) -> torch.Tensor:
-    """For each count P in ``pattern_counts``: store P random patterns of N = ``num_units``
-    units, start recall (async, ``steps`` sweeps) at each stored pattern and count it as
-    kept if at most ``tolerance`` · N units end up wrong (a near-fixed point). Returns the
-    fraction kept, averaged over ``trials`` sets of patterns: a tensor of shape
-    (len(pattern_counts),). It falls from about 1 to about 0 near P ≈ 0.138 N."""
-    fractions = []
-    for count in pattern_counts:
-        kept = 0
-        for _ in range(trials):
-            patterns = torch.randint(0, 2, (count, num_units), generator=generator) * 2.0 - 1.0
-            final, _ = recall(hebbian_weights(patterns), patterns, steps, generator=generator)
-            wrong = (final != patterns).float().mean(dim=-1)  # (P,)
-            kept += int((wrong <= tolerance).sum())
-        fractions.append(kept / (count * trials))
-    return torch.tensor(fractions)
-
-
 # ---------------------------------------------------------------- modern Hopfield network
 def hopfield_weights(patterns: torch.Tensor, xi: torch.Tensor, beta: float) -> torch.Tensor:
     """The attention weights softmax(β Xᵀ ξ) over the P stored patterns, for X (N, P) (the
-    patterns as columns) and states ξ (…, N). Returns (…, P)."""
-    if patterns.dim() != 2 or xi.shape[-1] != patterns.shape[0]:
-        raise ValueError(f"patterns must be (N, P) and xi (…, N), got patterns "
-                         f"{tuple(patterns.shape)} and xi {tuple(xi.shape)}")
+    patterns as columns), states ξ (…, N) of the same floating dtype and a finite β > 0.
+    Returns (…, P)."""
+    _check_modern(patterns, xi, beta)
     return torch.softmax(beta * (xi @ patterns), dim=-1)  # (…, P)
 
 
@@ -144,6 +143,8 @@ def retrieve(patterns: torch.Tensor, xi: torch.Tensor, beta: float,
     """Apply :func:`modern_hopfield_update` ``steps`` times from ξ (…, N); returns (…, N).
     Large β retrieves the stored pattern nearest ξ (usually in one step); small β ends near
     the mean of the patterns, a metastable state that averages them."""
+    _check_modern(patterns, xi, beta)
+    steps = check_int(steps, "steps")
     for _ in range(steps):
         xi = modern_hopfield_update(patterns, xi, beta)
     return xi
@@ -152,26 +153,5 @@ def retrieve(patterns: torch.Tensor, xi: torch.Tensor, beta: float,
 def modern_energy(patterns: torch.Tensor, xi: torch.Tensor, beta: float) -> torch.Tensor:
     """E(ξ) = −(1/β) log Σ_μ exp(β x_μᵀ ξ) + ½ ξᵀ ξ (Ramsauer et al. without the constant
     terms); the update never raises it. X (N, P), ξ (…, N) → (…)."""
+    _check_modern(patterns, xi, beta)
     return -torch.logsumexp(beta * (xi @ patterns), dim=-1) / beta + 0.5 * (xi * xi).sum(-1)
-
-
-# ---------------------------------------------------------------- digit bitmaps
-DIGITS = {  # 7 rows × 5 columns, '#' = on (+1), '.' = off (−1)
-    0: ".###. #...# #..## #.#.# ##..# #...# .###.",
-    1: "..#.. .##.. ..#.. ..#.. ..#.. ..#.. .###.",
-    2: ".###. #...# ....# ...#. ..#.. .#... #####",
-    3: "####. ....# ....# .###. ....# ....# ####.",
-    4: "...#. ..##. .#.#. #..#. ##### ...#. ...#.",
-    5: "##### #.... ####. ....# ....# #...# .###.",
-    6: "..##. .#... #.... ####. #...# #...# .###.",
-    7: "##### ....# ...#. ..#.. .#... .#... .#...",
-    8: ".###. #...# #...# .###. #...# #...# .###.",
-    9: ".###. #...# #...# .#### ....# ...#. .##..",
-}
-
-
-def digit_patterns(dtype: torch.dtype | None = None) -> torch.Tensor:
-    """The digits 0–9 as 7 × 5 bitmaps (drawn in :data:`DIGITS`), flattened row by row to
-    N = 35 units of ±1. Returns (10, 35); view one as an image with ``.reshape(7, 5)``."""
-    rows = [[1.0 if c == "#" else -1.0 for c in DIGITS[d].replace(" ", "")] for d in range(10)]
-    return torch.tensor(rows, dtype=dtype or torch.get_default_dtype())

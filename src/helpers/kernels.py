@@ -4,18 +4,21 @@ A query ``q`` attends to keys ``k_i`` with weights ``softmax_i(-((q - k_i) w)^2 
 returns the weighted average of the values ``v_i``. ``w`` is the inverse bandwidth
 (``w = 1/σ``): a large ``w`` is a narrow kernel. Shapes use Q for queries and K for keys;
 queries and keys are scalars (1-D tensors), values are scalars (K,) or vectors (K, D).
+Training ``w`` by gradient descent, ``train_nw``, and the chapter's data are in
+:mod:`helpers.tasks.regression`.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from torch import nn
-from .attention import masked_softmax
 
-__all__ = ["gaussian_kernel", "nadaraya_watson", "NWKernelRegression", "train_nw"]
+from helpers.attention import masked_softmax
+from helpers.checks import check_bool_mask, check_real, describe
+
+__all__ = ["gaussian_kernel", "nadaraya_watson", "NWKernelRegression"]
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
@@ -24,49 +27,60 @@ def gaussian_kernel(u) -> torch.Tensor:
     """The standard normal density ``K(u) = exp(-u^2 / 2) / sqrt(2π)``, elementwise.
 
     Args:
-        u: a tensor (or number, or array) of any shape: the distances ``q - k``.
+        u: a real tensor (or number, or array) of any shape: the distances ``q - k``.
+            An integer input is converted to the default floating dtype.
 
     Returns:
         A floating tensor of the same shape as ``u``.
     """
-    u = _as_float(u)
+    u = _as_float(u, "u")
     return torch.exp(-0.5 * u**2) / _SQRT_2PI
 
 
-def _as_float(x) -> torch.Tensor:
-    x = torch.as_tensor(x)
-    return x if x.is_floating_point() else x.to(torch.get_default_dtype())
+def _as_float(x, name: str) -> torch.Tensor:
+    """``x`` (a tensor, number, array or list of real numbers) as a floating tensor; an
+    integer one gets the default dtype. Bool and complex inputs are refused."""
+    try:
+        tensor = torch.as_tensor(x)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{name} must be a real tensor (or number, array or list), "
+                         f"got {describe(x)}") from None
+    if tensor.dtype == torch.bool or tensor.is_complex():
+        raise ValueError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
+    return tensor if tensor.is_floating_point() else tensor.to(torch.get_default_dtype())
 
 
-def _check_positive_scalar(value, name: str) -> None:
-    """Raise ValueError unless ``value`` is a finite, positive number or 0-d tensor."""
-    if isinstance(value, torch.Tensor):
-        if value.dim() != 0:
-            raise ValueError(f"{name} must be a float or a 0-d tensor, "
-                             f"got a tensor of shape {tuple(value.shape)}")
-        number = float(value.detach())
-    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        number = float(value)
-    else:
-        raise ValueError(f"{name} must be a float or a 0-d tensor, got {type(value).__name__}")
-    if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {number!r}")
+def _scalar_value(value, name: str):
+    """The number in ``value``: itself, or the item of a real 0-d tensor (a tensor ``w`` is
+    allowed so that a learnable inverse bandwidth keeps its gradient); checks.check_real
+    then decides whether it is a finite positive number."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if value.dim() != 0:
+        raise ValueError(f"{name} must be a float or a 0-d tensor, "
+                         f"got a tensor of shape {tuple(value.shape)}")
+    if value.dtype == torch.bool or value.is_complex():
+        raise ValueError(f"{name} must be a real number, got a 0-d tensor of dtype "
+                         f"{value.dtype}")
+    return float(value.detach())
 
 
 def _resolve_w(w, bandwidth):
     """Return the inverse bandwidth ``w``, from ``w`` or from ``bandwidth = 1/w``."""
     if bandwidth is None:
-        _check_positive_scalar(w, "w")
+        check_real(_scalar_value(w, "w"), "w", minimum=0, exclusive_minimum=True)
         return w
     if not (isinstance(w, float) and w == 1.0):
         raise ValueError(f"give either w or bandwidth (w = 1/bandwidth), not both; "
                          f"got w={w!r} and bandwidth={bandwidth!r}")
-    _check_positive_scalar(bandwidth, "bandwidth")
+    check_real(_scalar_value(bandwidth, "bandwidth"), "bandwidth", minimum=0,
+               exclusive_minimum=True)
     return 1.0 / bandwidth
 
 
 def _check_inputs(queries, keys, values, mask):
-    queries, keys, values = _as_float(queries), _as_float(keys), _as_float(values)
+    queries = _as_float(queries, "queries")
+    keys, values = _as_float(keys, "keys"), _as_float(values, "values")
     if queries.dim() != 1:
         raise ValueError(f"queries must be 1-D (Q,), got shape {tuple(queries.shape)}")
     if keys.dim() != 1:
@@ -79,9 +93,7 @@ def _check_inputs(queries, keys, values, mask):
     if keys.shape[0] == 0:
         raise ValueError("keys must hold at least one key, got shape (0,)")
     if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            got = f"dtype {mask.dtype}" if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise ValueError(f"mask must be a bool tensor (True = may attend), got {got}")
+        check_bool_mask(mask, "mask")
         want = (queries.shape[0], keys.shape[0])
         if tuple(mask.shape) != want:
             raise ValueError(f"mask must have shape (Q, K) = {want}, got shape {tuple(mask.shape)}")
@@ -154,7 +166,7 @@ class NWKernelRegression(nn.Module):
 
     def __init__(self, w: float = 1.0):
         super().__init__()
-        _check_positive_scalar(w, "w")
+        check_real(_scalar_value(w, "w"), "w", minimum=0, exclusive_minimum=True)
         self.w = nn.Parameter(torch.tensor(float(w)))
 
     @property
@@ -167,48 +179,3 @@ class NWKernelRegression(nn.Module):
 
     def extra_repr(self) -> str:
         return f"w={float(self.w.detach()):.4f}"
-
-
-def train_nw(model: NWKernelRegression, x_train, y_train, epochs: int, lr: float, *,
-             leave_one_out: bool = True) -> list[float]:
-    """Fit ``model.w`` by full-batch gradient descent (plain SGD) on the training set.
-
-    Every training input is a query; the keys and values are the training pairs. With
-    ``leave_one_out=True`` a query may not attend to its own key (a mask with a False
-    diagonal), so it must be predicted from the *other* points. With ``False`` it may,
-    and the loss can be driven to 0 by ``w → ∞``: the model memorises. There is no
-    randomness: the same inputs give the same losses. SGD without momentum keeps no state,
-    so two calls of ``n`` epochs equal one call of ``2n``.
-
-    Args:
-        model: the :class:`NWKernelRegression` to train (updated in place).
-        x_train: (N,) training inputs.
-        y_train: (N,) training targets.
-        epochs: the number of gradient steps (a non-negative integer).
-        lr: the learning rate (finite, > 0).
-        leave_one_out: leave each point's own key out of its query's keys.
-
-    Returns:
-        The mean squared training loss before each step, a list of ``epochs`` floats.
-    """
-    if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < 0:
-        raise ValueError(f"epochs must be a non-negative integer, got {epochs!r}")
-    _check_positive_scalar(lr, "lr")
-    x_train, y_train = _as_float(x_train), _as_float(y_train)
-    if x_train.dim() != 1 or tuple(y_train.shape) != tuple(x_train.shape):
-        raise ValueError(f"x_train and y_train must both be 1-D (N,) of the same length, got "
-                         f"shapes {tuple(x_train.shape)} and {tuple(y_train.shape)}")
-    num_train = x_train.shape[0]
-    if leave_one_out and num_train < 2:
-        raise ValueError(f"leave-one-out training needs at least 2 points, got N={num_train}")
-    mask = ~torch.eye(num_train, dtype=torch.bool) if leave_one_out else None  # (N, N)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    losses = []
-    for _ in range(epochs):
-        optimizer.zero_grad()
-        pred, _ = model(x_train, x_train, y_train, mask=mask)  # (N,)
-        loss = torch.mean((pred - y_train) ** 2)
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss.detach()))
-    return losses

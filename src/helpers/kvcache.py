@@ -3,22 +3,21 @@
 At step t a decoder's new token attends to the keys and values of every earlier token.
 Without a cache they are recomputed from the whole prefix at every step (O(t) projections
 per step, O(T²) in all); :class:`KVCache` keeps them, in buffers preallocated and filled in
-place, so a step projects only the new token.
-Works with :class:`helpers.attention.MultiHeadAttention`; shapes use B, H, T, D.
+place, so a step projects only the new token. Works with
+:class:`helpers.multihead.MultiHeadAttention`; shapes use B, H, T, D. The timings of the
+two are measured by :func:`helpers.measure.time_decoding`.
 """
 
 from __future__ import annotations
 
-import math
-import time
-
 import torch
 
 from helpers.attention import scaled_dot_product_attention
+from helpers.checks import check_int, check_tensor, require
 from helpers.masks import causal_mask
+from helpers.multihead import MultiHeadAttention
 
-__all__ = ["KVCache", "decode_step", "decode_with_cache", "decode_without_cache",
-           "time_decoding"]
+__all__ = ["KVCache", "decode_step", "decode_with_cache", "decode_without_cache"]
 
 
 class KVCache:
@@ -29,12 +28,12 @@ class KVCache:
     step into the next free positions: no ``torch.cat`` of the whole cache per step. When
     full, the capacity doubles (one copy, so O(1) amortised per token); give
     ``capacity`` = the number of tokens to decode to avoid even that. The appended tensors
-    are copied, never kept: changing them afterwards does not change the cache."""
+    are copied, never kept: changing them afterwards does not change the cache. Every
+    append must match the first one's B, H, feature sizes, dtype and device."""
 
     def __init__(self, capacity: int | None = None):
-        if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, int)
-                                     or capacity < 1):
-            raise ValueError(f"capacity must be a positive integer or None, got {capacity!r}")
+        if capacity is not None:
+            capacity = check_int(capacity, "capacity", minimum=1)
         self._capacity_hint = capacity
         self._keys: torch.Tensor | None = None  # (B, H, capacity, D/H) buffer
         self._values: torch.Tensor | None = None
@@ -59,23 +58,29 @@ class KVCache:
         return None if self._values is None else self._values[..., :self._length, :]
 
     def _check(self, keys, values) -> None:
-        for name, t in (("keys", keys), ("values", values)):
-            if not isinstance(t, torch.Tensor) or t.dim() != 4:
-                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-                raise ValueError(f"{name} must be a tensor (B, H, t, D/H), got {got}")
+        check_tensor(keys, "keys", "(B, H, t, D/H)", ndim=4, floating=True)
+        check_tensor(values, "values", "(B, H, t, D/H)", ndim=4, floating=True)
         if keys.shape[:3] != values.shape[:3]:
             raise ValueError(f"keys and values need the same (B, H, t), got keys "
                              f"{tuple(keys.shape)} and values {tuple(values.shape)}")
+        if keys.dtype != values.dtype or keys.device != values.device:
+            raise ValueError(f"keys and values need the same dtype and device, got "
+                             f"{keys.dtype} on {keys.device} and {values.dtype} on "
+                             f"{values.device}")
         if self._keys is not None:
             for name, t, buffer in (("keys", keys, self._keys), ("values", values, self._values)):
                 if t.shape[:2] != buffer.shape[:2] or t.shape[-1] != buffer.shape[-1]:
                     raise ValueError(f"{name} of shape {tuple(t.shape)} do not fit the cache "
                                      f"(B, H, ·, D/H) = {tuple(buffer.shape[:2])}, "
                                      f"{buffer.shape[-1]}")
+                if t.dtype != buffer.dtype or t.device != buffer.device:
+                    raise ValueError(f"{name} of dtype {t.dtype} on {t.device} do not fit the "
+                                     f"cache, which holds {buffer.dtype} on {buffer.device} "
+                                     f"(a copy would convert them silently)")
 
     def _grow(self, needed: int, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Make room for ``needed`` positions: allocate, or reallocate at double size."""
-        if needed <= self.capacity:
+        if needed <= self.capacity and self._keys is not None:
             return
         capacity = max(needed, 2 * self.capacity, self._capacity_hint or 0)
         new_keys = keys.new_empty((*keys.shape[:2], capacity, keys.shape[-1]))
@@ -87,8 +92,9 @@ class KVCache:
 
     def append(self, keys: torch.Tensor,
                values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Copy keys and values (B, H, t, D/H) into the next t positions; return all of
-        them, (B, H, T, D/H) each (views of the cache's buffers)."""
+        """Copy keys and values (B, H, t, D/H) (floating, one dtype and device; t may be 0)
+        into the next t positions; return all of them, (B, H, T, D/H) each (views of the
+        cache's buffers)."""
         self._check(keys, values)
         start, end = self._length, self._length + keys.shape[-2]
         self._grow(end, keys, values)
@@ -98,16 +104,33 @@ class KVCache:
         return self.keys, self.values
 
 
+def _check_mha(mha) -> None:
+    require(isinstance(mha, MultiHeadAttention),
+            f"mha must be a helpers.multihead.MultiHeadAttention, got {type(mha).__name__}")
+
+
+def _check_tokens(x, name: str, mha: MultiHeadAttention, shape: str, ndim: int = 3) -> None:
+    """x (B, T, D): floating, D = mha.d_model, the dtype of mha's parameters."""
+    check_tensor(x, name, shape, ndim=ndim, floating=True, dtype=mha.w_o.weight.dtype)
+    if x.shape[-1] != mha.d_model:
+        raise ValueError(f"{name} must have d_model={mha.d_model} features in the last axis, "
+                         f"got shape {tuple(x.shape)}")
+
+
 def decode_step(mha, x_t: torch.Tensor,
                 cache: KVCache | None = None) -> tuple[torch.Tensor, KVCache]:
     """One step of causal self-attention for the new token x_t (B, 1, D) with ``mha`` (a
-    :class:`helpers.attention.MultiHeadAttention`): only x_t is projected; its key and value
+    :class:`helpers.multihead.MultiHeadAttention`): only x_t is projected; its key and value
     join the cache and its query attends to all T cached positions (itself included, so no
     mask is needed). Dropout is not applied (decode in eval mode).
     Returns ``(out (B, 1, D), cache)``."""
+    _check_mha(mha)
     if not isinstance(x_t, torch.Tensor) or x_t.dim() != 3 or x_t.shape[1] != 1:
         raise ValueError(f"x_t must have shape (B, 1, D), got "
                          f"{tuple(x_t.shape) if isinstance(x_t, torch.Tensor) else type(x_t)}")
+    _check_tokens(x_t, "x_t", mha, "(B, 1, D)")
+    require(cache is None or isinstance(cache, KVCache),
+            f"cache must be a KVCache or None, got {type(cache).__name__}")
     cache = KVCache() if cache is None else cache
     q = mha.split_heads(mha.w_q(x_t))  # (B, H, 1, D/H)
     keys, values = cache.append(mha.split_heads(mha.w_k(x_t)), mha.split_heads(mha.w_v(x_t)))
@@ -117,40 +140,25 @@ def decode_step(mha, x_t: torch.Tensor,
 
 def decode_with_cache(mha, x: torch.Tensor) -> torch.Tensor:
     """Decode x (B, T, D) token by token with :func:`decode_step` and a cache preallocated
-    for T tokens; returns out (B, T, D)."""
+    for T tokens; returns out (B, T, D) (empty for T = 0)."""
+    _check_mha(mha)
+    _check_tokens(x, "x", mha, "(B, T, D)")
     cache, outs = KVCache(capacity=max(x.shape[1], 1)), []
     for t in range(x.shape[1]):
         out, cache = decode_step(mha, x[:, t:t + 1], cache)
         outs.append(out)
-    return torch.cat(outs, dim=1)  # (B, T, D)
+    return torch.cat(outs, dim=1) if outs else x.new_zeros(x.shape)  # (B, T, D)
 
 
 def decode_without_cache(mha, x: torch.Tensor) -> torch.Tensor:
     """Decode x (B, T, D) without a cache: at step t, causal self-attention over the whole
-    prefix x[:, :t+1] is recomputed and its last row kept. Returns out (B, T, D)."""
+    prefix x[:, :t+1] is recomputed and its last row kept. Returns out (B, T, D) (empty for
+    T = 0)."""
+    _check_mha(mha)
+    _check_tokens(x, "x", mha, "(B, T, D)")
     outs = []
     for t in range(1, x.shape[1] + 1):
         prefix = x[:, :t]  # (B, t, D)
         out, _ = mha(prefix, prefix, prefix, causal_mask(t, device=x.device))
         outs.append(out[:, -1:])
-    return torch.cat(outs, dim=1)  # (B, T, D)
-
-
-def time_decoding(mha, lengths, batch=1, repeats=3, seed=0) -> list[dict]:
-    """Seconds to decode T tokens with and without the cache (best of ``repeats``
-    alternating runs, under ``no_grad``) for each T in ``lengths``. Returns
-    ``[{"length", "cache_s", "recompute_s", "speedup"}, …]``; prints nothing."""
-    rows = []
-    for length in lengths:
-        gen = torch.Generator().manual_seed(seed)
-        x = torch.randn(batch, length, mha.d_model, generator=gen, dtype=mha.w_o.weight.dtype)
-        best = {"cache_s": math.inf, "recompute_s": math.inf}
-        with torch.no_grad():
-            for _ in range(repeats):  # alternate, so that a busy machine slows both alike
-                for name, fn in (("cache_s", decode_with_cache),
-                                 ("recompute_s", decode_without_cache)):
-                    start = time.perf_counter()
-                    fn(mha, x)
-                    best[name] = min(best[name], time.perf_counter() - start)
-        rows.append({"length": length, **best, "speedup": best["recompute_s"] / best["cache_s"]})
-    return rows
+    return torch.cat(outs, dim=1) if outs else x.new_zeros(x.shape)  # (B, T, D)

@@ -3,41 +3,69 @@
 That is the convention of ``F.scaled_dot_product_attention``. ``nn.MultiheadAttention``'s
 ``key_padding_mask`` uses the opposite one (True = ignore); convert at the boundary with
 :func:`to_key_padding_mask` and :func:`from_key_padding_mask`, never by hand.
+
+Besides padding (:func:`valid_length_mask`) and look-ahead (:func:`causal_mask`) masks, the
+structured masks of self-attention's applications live here: :func:`band_mask` for
+truncated (windowed) attention, :func:`grid_mask` for a convolution-like neighbourhood on an
+image grid, :func:`adjacency_mask` for a graph, and :func:`reachable`, what a stack of
+masked layers can see. Shape letters: B batch, Q queries, K keys, T positions.
 """
 
 from __future__ import annotations
 
-import numbers
+from typing import Sequence
 
+import numpy as np
 import torch
+
+from helpers.checks import check_bool_mask, check_int, describe
 
 __all__ = [
     "valid_length_mask",
     "causal_mask",
+    "band_mask",
+    "grid_mask",
+    "adjacency_mask",
+    "reachable",
     "to_key_padding_mask",
     "from_key_padding_mask",
     "to_additive_mask",
 ]
 
 
-def _check_size(value, name: str) -> int:
-    """Return ``value`` as an int if it is a non-negative integer, else raise ValueError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return int(value)
+def _device(device) -> torch.device | None:
+    """``device`` as a ``torch.device`` (None stays None), or ValueError naming it."""
+    if device is None:
+        return None
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be a torch.device or a device string such as "
+                         f"'cpu', got {describe(device)}") from None
 
 
-def _check_bool_mask(mask, name: str, ndim: int | None = None) -> torch.Tensor:
-    """Return ``mask`` if it is a boolean tensor (of rank ``ndim``), else raise ValueError."""
-    if not isinstance(mask, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor of dtype torch.bool, "
-                         f"got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise ValueError(f"{name} must have dtype torch.bool (True = may attend), got dtype "
-                         f"{mask.dtype}; build one with helpers.masks or compare, e.g. x > 0")
-    if ndim is not None and mask.dim() != ndim:
-        raise ValueError(f"{name} must be {ndim}-D (B, K), got shape {tuple(mask.shape)}")
-    return mask
+def _as_integer_tensor(value, name: str, shape: str) -> torch.Tensor:
+    """``value`` (a tensor, array or nested list) as a tensor of an integer dtype.
+
+    An empty list becomes an empty int64 tensor (``torch.as_tensor([])`` would be float)."""
+    if not isinstance(value, torch.Tensor):
+        try:
+            value = torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"{name} must be an integer tensor (or list) of shape {shape}, "
+                             f"got {describe(value)}") from None
+        if value.numel() == 0 and value.is_floating_point():
+            value = value.long()
+    if value.dtype == torch.bool or value.is_floating_point() or value.is_complex():
+        raise ValueError(f"{name} must have an integer dtype, got dtype {value.dtype}")
+    return value
+
+
+def _check_flag(value, name: str) -> bool:
+    """``value`` as a bool if it is one (a Python or NumPy bool), else ValueError."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {describe(value)}")
+    return bool(value)
 
 
 def valid_length_mask(valid_lens, num_keys: int,
@@ -48,7 +76,8 @@ def valid_length_mask(valid_lens, num_keys: int,
     or one length per query, shape (B, Q), giving (B, Q, K). With 1-D ``valid_lens`` and
     ``num_queries=Q`` the (B, K) mask is repeated over queries to (B, Q, K); with 2-D
     ``valid_lens``, ``num_queries`` (if given) must equal Q. Lengths must be integers in
-    [0, K]. The mask lives on ``valid_lens``' device.
+    [0, K]. The mask lives on ``valid_lens``' device. An empty batch (B = 0) gives an empty
+    mask.
 
     Args:
         valid_lens: an integer tensor (or list) of shape (B,) or (B, Q).
@@ -58,13 +87,10 @@ def valid_length_mask(valid_lens, num_keys: int,
     Returns:
         A bool tensor of shape (B, K) or (B, Q, K); True = may attend.
     """
-    num_keys = _check_size(num_keys, "num_keys")
+    num_keys = check_int(num_keys, "num_keys")
     if num_queries is not None:
-        num_queries = _check_size(num_queries, "num_queries")
-    if not isinstance(valid_lens, torch.Tensor):
-        valid_lens = torch.as_tensor(valid_lens)
-    if valid_lens.dtype == torch.bool or valid_lens.is_floating_point() or valid_lens.is_complex():
-        raise ValueError(f"valid_lens must have an integer dtype, got dtype {valid_lens.dtype}")
+        num_queries = check_int(num_queries, "num_queries")
+    valid_lens = _as_integer_tensor(valid_lens, "valid_lens", "(B,) or (B, Q)")
     if valid_lens.dim() not in (1, 2):
         raise ValueError(f"valid_lens must be 1-D (B,) or 2-D (B, Q), "
                          f"got shape {tuple(valid_lens.shape)}")
@@ -101,9 +127,135 @@ def causal_mask(num_queries: int, num_keys: int | None = None, *,
     Returns:
         A bool tensor of shape (Q, K); True = may attend.
     """
-    num_queries = _check_size(num_queries, "num_queries")
-    num_keys = num_queries if num_keys is None else _check_size(num_keys, "num_keys")
+    num_queries = check_int(num_queries, "num_queries")
+    num_keys = num_queries if num_keys is None else check_int(num_keys, "num_keys")
+    device = _device(device)
     return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(diagonal=0)
+
+
+def band_mask(num_queries: int, window: int, num_keys: int | None = None, *,
+              device: torch.device | str | None = None) -> torch.Tensor:
+    """The mask of truncated (windowed) attention: query ``i`` may attend key ``j`` iff
+    ``|i - j| <= window``.
+
+    ``window=0`` lets each query see only its own position; ``window >= max(Q, K) - 1``
+    allows every key (full attention). Each query sees at most ``2 * window + 1`` keys.
+
+    Args:
+        num_queries: Q.
+        window: w, how far each query may look either side (a non-negative integer).
+        num_keys: K; defaults to Q (self-attention).
+        device: where to build the mask.
+
+    Returns:
+        A bool tensor of shape (Q, K); True = may attend.
+    """
+    num_queries = check_int(num_queries, "num_queries")
+    window = check_int(window, "window")
+    num_keys = num_queries if num_keys is None else check_int(num_keys, "num_keys")
+    device = _device(device)
+    rows = torch.arange(num_queries, device=device)[:, None]  # (Q, 1)
+    cols = torch.arange(num_keys, device=device)[None, :]  # (1, K)
+    return (rows - cols).abs() <= window
+
+
+def grid_mask(height: int, width: int, radius: int = 1) -> torch.Tensor:
+    """Neighbourhood mask on a height × width grid of positions (pixels or patches),
+    numbered row by row: position ``i`` may attend ``j`` iff both their row and column
+    differ by at most ``radius``.
+
+    With ``radius=1`` each row of the mask is the 3 × 3 receptive field of a convolution
+    (fewer at the border); ``radius=r`` gives a (2r + 1) × (2r + 1) field.
+
+    Args:
+        height, width: the grid's size, positive integers.
+        radius: r, a non-negative integer.
+
+    Returns:
+        A bool tensor of shape (N, N) with N = height · width; True = may attend.
+    """
+    height, width = check_int(height, "height", 1), check_int(width, "width", 1)
+    radius = check_int(radius, "radius")
+    rows = torch.arange(height).repeat_interleave(width)  # (N,)
+    cols = torch.arange(width).repeat(height)  # (N,)
+    near_row = (rows[:, None] - rows[None, :]).abs() <= radius
+    near_col = (cols[:, None] - cols[None, :]).abs() <= radius
+    return near_row & near_col
+
+
+def adjacency_mask(edges: Sequence[tuple[int, int]] | torch.Tensor, num_nodes: int, *,
+                   self_loops: bool = True, directed: bool = False) -> torch.Tensor:
+    """The attention mask of a graph: node ``i`` may attend node ``j`` iff there is an edge
+    between them (or ``i == j`` when ``self_loops``), as in a graph attention network.
+
+    Args:
+        edges: pairs (i, j) of integer node indices in [0, num_nodes), a list or an (E, 2)
+            integer tensor (or array); empty for a graph without edges.
+        num_nodes: N.
+        self_loops: also let every node attend to itself (the diagonal).
+        directed: if False (default), an edge (i, j) opens both (i, j) and (j, i); if True,
+            only row i, column j (i receives from j).
+
+    Returns:
+        A bool tensor of shape (N, N); True = may attend.
+    """
+    num_nodes = check_int(num_nodes, "num_nodes")
+    self_loops = _check_flag(self_loops, "self_loops")
+    directed = _check_flag(directed, "directed")
+    pairs = _as_integer_tensor(edges, "edges", "(E, 2)")
+    if pairs.numel() == 0 and pairs.dim() == 1:
+        pairs = pairs.reshape(0, 2)  # an empty list: no edges
+    if pairs.dim() != 2 or pairs.shape[1] != 2:  # never re-pair a (2, E) edge index
+        raise ValueError(f"edges must be pairs (i, j), a list or an (E, 2) tensor, got shape "
+                         f"{tuple(pairs.shape)}" + (" (for a (2, E) edge index pass edges.T)"
+                                                    if pairs.dim() == 2 and pairs.shape[0] == 2
+                                                    else ""))
+    pairs = pairs.to(device="cpu", dtype=torch.long)
+    if pairs.numel() and (int(pairs.min()) < 0 or int(pairs.max()) >= num_nodes):
+        raise ValueError(f"edges must hold node indices in [0, {num_nodes}), got indices from "
+                         f"{int(pairs.min())} to {int(pairs.max())}")
+    mask = torch.zeros(num_nodes, num_nodes, dtype=torch.bool)
+    mask[pairs[:, 0], pairs[:, 1]] = True
+    if not directed:
+        mask[pairs[:, 1], pairs[:, 0]] = True
+    if self_loops:
+        mask.fill_diagonal_(True)
+    return mask
+
+
+def reachable(masks: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Which inputs can influence which outputs through a stack of masked layers.
+
+    Layer ``l`` lets its output ``i`` read its input ``j`` iff ``masks[l][i, j]``; the
+    result is the boolean product ``masks[-1] ∘ … ∘ masks[0]``: entry (i, j) is True iff
+    some path leads from input j through the layers to output i.
+
+    Args:
+        masks: one bool (T, T) mask per layer, first layer first (at least one), e.g. a
+            list; each layer's number of inputs must equal the outputs of the layer below.
+
+    Returns:
+        A bool tensor of shape (T, T).
+    """
+    if isinstance(masks, torch.Tensor) and masks.dim() != 3:
+        raise ValueError(f"masks must be a sequence of (T, T) bool masks (or an (L, T, T) "
+                         f"tensor), got a tensor of shape {tuple(masks.shape)}")
+    try:
+        layers = list(masks)
+    except TypeError:
+        raise ValueError(f"masks must be a sequence of (T, T) bool masks, one per layer, "
+                         f"got {describe(masks)}") from None
+    if len(layers) == 0:
+        raise ValueError("masks must hold at least one (T, T) layer mask, got none")
+    reach = None
+    for index, mask in enumerate(layers):
+        check_bool_mask(mask, f"masks[{index}]", shape="(T, T)", ndim=2)
+        step = mask.to(torch.float64)
+        if reach is not None and step.shape[1] != reach.shape[0]:
+            raise ValueError(f"masks[{index}] has shape {tuple(mask.shape)} but the layer "
+                             f"below has {reach.shape[0]} outputs")
+        reach = step if reach is None else ((step @ reach.to(step.device)) > 0).to(torch.float64)
+    return reach > 0
 
 
 def to_key_padding_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -118,7 +270,7 @@ def to_key_padding_mask(mask: torch.Tensor) -> torch.Tensor:
     Returns:
         A bool tensor of shape (B, K), True = ignore (padding).
     """
-    return ~_check_bool_mask(mask, "mask", ndim=2)
+    return ~check_bool_mask(mask, "mask", shape="(B, K)", ndim=2)
 
 
 def from_key_padding_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
@@ -130,7 +282,7 @@ def from_key_padding_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
     Returns:
         A bool tensor of shape (B, K), True = may attend.
     """
-    return ~_check_bool_mask(key_padding_mask, "key_padding_mask", ndim=2)
+    return ~check_bool_mask(key_padding_mask, "key_padding_mask", shape="(B, K)", ndim=2)
 
 
 def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -147,7 +299,7 @@ def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> 
     Returns:
         A tensor of ``mask``'s shape and the given ``dtype``.
     """
-    _check_bool_mask(mask, "mask")
+    check_bool_mask(mask, "mask")
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise ValueError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)

@@ -6,7 +6,8 @@ of D/H, runs scaled dot-product attention in every head at once, merges the head
 D features and projects them with ``w_o`` (D → D). It computes what
 ``nn.MultiheadAttention(d_model, num_heads, batch_first=True)`` computes, and
 :meth:`MultiHeadAttention.from_torch` / :meth:`MultiHeadAttention.to_torch` move the
-weights between the two. Import it from :mod:`helpers.attention`.
+weights between the two. The attention itself is :func:`helpers.attention.scaled_dot_product_attention`,
+the same core every attention module of the helpers calls.
 
 Mask convention, as everywhere in the book: boolean, **True = may attend**, broadcastable
 to the weights' shape (B, H, Q, K). A query whose keys are all masked gets all-zero
@@ -15,22 +16,14 @@ weights and a zero attention output (then ``w_o``'s bias), never NaN.
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from helpers.attention import _visible_and_rows
+from helpers.attention import scaled_dot_product_attention
+from helpers.checks import check_bool_mask, check_int, check_probability, check_tensor
 
 __all__ = ["MultiHeadAttention"]
-
-
-def _check_positive(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 class MultiHeadAttention(nn.Module):
@@ -54,16 +47,13 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
         super().__init__()
-        self.d_model = _check_positive(d_model, "d_model")
-        self.num_heads = _check_positive(num_heads, "num_heads")
+        self.d_model = check_int(d_model, "d_model", minimum=1)
+        self.num_heads = check_int(num_heads, "num_heads", minimum=1)
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by num_heads="
                              f"{self.num_heads} (each head gets d_model / num_heads features)")
-        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) \
-                or not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
         self.head_dim = self.d_model // self.num_heads
-        self.dropout = float(dropout)
+        self.dropout = check_probability(dropout)
         self.w_q = nn.Linear(self.d_model, self.d_model, bias=bias)
         self.w_k = nn.Linear(self.d_model, self.d_model, bias=bias)
         self.w_v = nn.Linear(self.d_model, self.d_model, bias=bias)
@@ -75,33 +65,27 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, D) → (B, H, T, D/H): head h gets features h·D/H to (h+1)·D/H − 1."""
-        B, T, D = x.shape
-        if D != self.d_model:
-            raise ValueError(f"x must have d_model={self.d_model} features, got shape "
-                             f"{tuple(x.shape)}")
-        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D/H)
+        check_tensor(x, "x", f"(B, T, D={self.d_model})", ndim=3, size={-1: self.d_model})
+        B, T, _ = x.shape
+        # contiguous: each head's (T, D/H) block is one matrix in memory, as batched matmuls want
+        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2).contiguous()
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, H, T, D/H) → (B, T, D): the inverse of :meth:`split_heads`."""
-        B, H, T, head_dim = x.shape
-        if (H, head_dim) != (self.num_heads, self.head_dim):
-            raise ValueError(f"x must have shape (B, H={self.num_heads}, T, D/H={self.head_dim}),"
-                             f" got shape {tuple(x.shape)}")
+        check_tensor(x, "x", f"(B, H={self.num_heads}, T, D/H={self.head_dim})", ndim=4,
+                     size={1: self.num_heads, -1: self.head_dim})
+        B, _, T, _ = x.shape
         return x.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
 
     def _check_inputs(self, queries, keys, values) -> None:
         dtype = self.w_o.weight.dtype
         for name, tensor, letter in (("queries", queries, "Q"), ("keys", keys, "K"),
                                      ("values", values, "K")):
-            if not isinstance(tensor, torch.Tensor) or tensor.dim() != 3:
-                got = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor)
-                raise ValueError(f"{name} must be a 3-D tensor (B, {letter}, D), got {got}")
+            check_tensor(tensor, name, f"(B, {letter}, D)", ndim=3)
             if tensor.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must have d_model={self.d_model} features in the "
                                  f"last axis, got shape {tuple(tensor.shape)}")
-            if tensor.dtype != dtype:
-                raise ValueError(f"{name} must have the parameters' dtype {dtype}, got dtype "
-                                 f"{tensor.dtype}; convert the module (e.g. .double()) or input")
+            check_tensor(tensor, name, f"(B, {letter}, D)", dtype=dtype)
         if not queries.shape[0] == keys.shape[0] == values.shape[0]:
             raise ValueError(f"queries, keys and values must have the same batch size B, got "
                              f"shapes {tuple(queries.shape)}, {tuple(keys.shape)} and "
@@ -110,14 +94,15 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"keys and values must hold the same number of keys K, got keys "
                              f"of shape {tuple(keys.shape)} and values {tuple(values.shape)}")
 
-    def _mask_bias(self, mask, shape: torch.Size, dtype: torch.dtype):
-        """``(bias, has_key)`` for a bool mask: bias 0 / -inf shaped (Q|1, K|1) or
-        (B·H, Q|1, K|1) for ``baddbmm``; has_key (rows with an allowed key) or None."""
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise ValueError(f"mask must be a bool tensor (True = may attend), got {got}")
-        if mask.dim() == 3:  # (B, Q|1, K|1), the batch convention of masked_softmax: the
-            mask = mask[:, None]  # heads share it. Never read as (H, Q, K), even when B == H.
+    def _head_mask(self, mask, shape: torch.Size) -> torch.Tensor:
+        """The mask with the rank of the weights (B, H, Q, K), nothing expanded.
+
+        A 2-D mask is read as (Q, K), a 3-D one as (B, Q|1, K) per example, shared by the
+        heads (never as (H, Q, K), even when B == H), a 4-D one as (B|1, H|1, Q|1, K|1).
+        """
+        check_bool_mask(mask, "mask")
+        if mask.dim() == 3:
+            mask = mask[:, None]  # (B, 1, Q|1, K): the heads share it
         try:
             fits = mask.dim() <= 4 and torch.broadcast_shapes(mask.shape, shape) == shape
         except RuntimeError:
@@ -127,51 +112,37 @@ class MultiHeadAttention(nn.Module):
                              f"shape (B, H, Q, K) = {tuple(shape)}; e.g. (Q, K), (B, 1, K) or "
                              f"(B, 1, 1, K) (a (B, K) padding mask as mask[:, None, None, :]), "
                              f"(B, Q, K) or (B, 1, Q, K)")
-        mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # (B|1, H|1, Q|1, K|1)
-        device = self.w_o.weight.device
-        visible, has_key = _visible_and_rows(mask.to(device), -1)
-        zero = torch.zeros((), dtype=dtype, device=device)
-        bias = torch.where(visible, zero, float("-inf"))  # (B|1, H|1, Q|1, K|1)
-        if bias.shape[0] == 1 and bias.shape[1] == 1:
-            return bias[0, 0], has_key  # (Q|1, K|1), broadcast over B·H by baddbmm
-        B, H = shape[0], shape[1]
-        return bias.expand(B, H, *bias.shape[2:]).reshape(B * H, *bias.shape[2:]), has_key
+        return mask
 
     def _project(self, queries, keys, values):
-        """The three input projections; one fused matmul when queries is keys is values."""
-        if queries is keys and keys is values:  # self-attention: (B, T, 3D) in one pass
+        """``w_q(queries), w_k(keys), w_v(values)``. In self-attention (one tensor for all
+        three) that is one (B, T, D) @ (D, 3D) product, as ``nn.MultiheadAttention`` does it:
+        faster, and tested equal to the three projections."""
+        if queries is keys and keys is values:
             weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])  # (3D, D)
             bias = None if self.w_q.bias is None else torch.cat(
                 [self.w_q.bias, self.w_k.bias, self.w_v.bias])  # (3D,)
             return F.linear(queries, weight, bias).split(self.d_model, dim=-1)
-        return self.w_q(queries), self.w_k(keys), self.w_v(values)  # (B, Q|K, D) each
+        return self.w_q(queries), self.w_k(keys), self.w_v(values)
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """queries (B, Q, D), keys and values (B, K, D), bool mask broadcastable to
         (B, H, Q, K) → ``(out (B, Q, D), weights (B, H, Q, K))``."""
         self._check_inputs(queries, keys, values)
-        B, Q, D = queries.shape
-        K, H, head_dim = keys.shape[1], self.num_heads, self.head_dim
-        bias, has_key = (None, None) if mask is None else \
-            self._mask_bias(mask, torch.Size((B, H, Q, K)), queries.dtype)
-        # 1) project, then split D into H heads of D/H features
+        B, Q, _ = queries.shape
+        K, H = keys.shape[1], self.num_heads
+        if mask is not None:
+            mask = self._head_mask(mask, torch.Size((B, H, Q, K)))
+        # 1) project the queries, keys and values, then split D into H heads of D/H features
         q, k, v = self._project(queries, keys, values)  # (B, Q|K, D) each
-        q = self.split_heads(q).reshape(B * H, Q, head_dim)  # (B·H, Q, D/H)
-        k = self.split_heads(k).reshape(B * H, K, head_dim)  # (B·H, K, D/H)
-        v = self.split_heads(v).reshape(B * H, K, head_dim)  # (B·H, K, D/H)
-        # 2) scaled dot-product attention in every head at once (mask added as a 0/-inf bias)
-        scale = 1.0 / math.sqrt(head_dim)
-        if bias is None:
-            scores = torch.baddbmm(q.new_zeros(()), q, k.transpose(1, 2), beta=0.0, alpha=scale)
-        else:
-            scores = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale)  # (B·H, Q, K)
-        weights = torch.softmax(scores, dim=-1).view(B, H, Q, K)  # (B, H, Q, K)
-        if has_key is not None:
-            weights = weights.masked_fill(~has_key, 0.0)  # rows with no allowed key: zeros
-        used = F.dropout(weights, self.dropout, True) if self.dropout and self.training \
-            else weights
-        heads = torch.bmm(used.view(B * H, Q, K), v).view(B, H, Q, head_dim)  # (B, H, Q, D/H)
+        q = self.split_heads(q)  # (B, H, Q, D/H)
+        k = self.split_heads(k)  # (B, H, K, D/H)
+        v = self.split_heads(v)  # (B, H, K, D/H)
+        # 2) scaled dot-product attention in every head at once: scores / √(D/H), mask,
+        #    softmax, weighted sum; the one core of helpers.attention
+        heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout=self.dropout,
+                                                      training=self.training)
         # 3) merge the heads back to D features and project
         return self.w_o(self.merge_heads(heads)), weights  # (B, Q, D), (B, H, Q, K)
 

@@ -16,12 +16,10 @@ Shapes: T positions, D features (``d_model``), B batch.
 
 from __future__ import annotations
 
-import math
-
-import numbers
-
 import torch
 from torch import nn
+
+from helpers.checks import check_int, check_probability, check_real, check_tensor, require
 
 __all__ = [
     "sinusoidal_encoding",
@@ -32,26 +30,21 @@ __all__ = [
 ]
 
 
-def _check_int(value, name: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        kind = "non-negative" if minimum == 0 else "positive"
-        raise ValueError(f"{name} must be a {kind} integer, got {value!r}")
-    return int(value)
-
-
 def _check_even(d_model, name: str = "d_model") -> int:
-    d_model = _check_int(d_model, name, minimum=1)
+    """``d_model`` if it is a positive even integer (features come in pairs)."""
+    d_model = check_int(d_model, name, minimum=1)
     if d_model % 2:
         raise ValueError(f"{name} must be even (features come in (sin, cos) / rotation "
                          f"pairs), got {name}={d_model}")
     return d_model
 
 
-def _check_dropout(dropout) -> float:
-    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout < 1:
-        raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
-    return float(dropout)
 
+def _check_dtype(dtype) -> None:
+    """Raise ValueError unless ``dtype`` is a floating torch dtype (an integer table would
+    round every sine and cosine to -1, 0 or 1)."""
+    require(isinstance(dtype, torch.dtype) and dtype.is_floating_point,
+            f"dtype must be a floating torch.dtype, got {dtype!r}")
 
 def _frequencies(d_model: int, base: float) -> torch.Tensor:
     """ω_i = base^(−2i/D) for i = 0 … D/2 − 1, float64, shape (D/2,).
@@ -59,9 +52,7 @@ def _frequencies(d_model: int, base: float) -> torch.Tensor:
     ``base`` must be a finite number above 1: at 1 every pair would turn at the same
     frequency, below it the frequencies would grow instead of fall, and 0, a negative or a
     NaN base gives infinities or NaNs."""
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) \
-            or base <= 1:
-        raise ValueError(f"base must be a finite number greater than 1, got {base!r}")
+    base = check_real(base, "base", minimum=1, exclusive_minimum=True)
     exponents = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model  # 2i / D
     return torch.pow(float(base), -exponents)  # (D/2,)
 
@@ -83,8 +74,9 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0,
     Returns:
         A tensor of shape (T, D).
     """
-    num_positions = _check_int(num_positions, "num_positions")
+    num_positions = check_int(num_positions, "num_positions")
     d_model = _check_even(d_model)
+    _check_dtype(dtype)
     positions = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (T, 1)
     angles = positions * _frequencies(d_model, base)  # (T, D/2)
     table = torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1)  # (T, D/2, 2)
@@ -109,8 +101,10 @@ def rotation_matrix(offset: float, d_model: int, base: float = 10000.0,
     Returns:
         A tensor of shape (D, D).
     """
+    offset = check_real(offset, "offset")
     d_model = _check_even(d_model)
-    angles = float(offset) * _frequencies(d_model, base)  # (D/2,)
+    _check_dtype(dtype)
+    angles = offset * _frequencies(d_model, base)  # (D/2,)
     cos, sin = torch.cos(angles), torch.sin(angles)
     blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
     return torch.block_diag(*blocks).to(dtype)  # (D, D) from D/2 blocks of (2, 2)
@@ -142,12 +136,24 @@ def rotary_embedding(x: torch.Tensor, positions: torch.Tensor | None = None,
     _check_even(d_model, "d_model (x's last axis)")
     if positions is None:
         positions = torch.arange(num_positions, device=x.device)
-    positions = torch.as_tensor(positions, device=x.device).to(torch.float64)
+    if not isinstance(positions, torch.Tensor):  # a list of numbers, say
+        try:
+            positions = torch.as_tensor(positions)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"positions must be a tensor (or list) of numbers of shape (T,) "
+                             f"or (…, T), got {type(positions).__name__}") from None
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise ValueError(f"positions must hold real numbers, got dtype {positions.dtype}")
+    positions = positions.to(device=x.device, dtype=torch.float64)
     try:
-        torch.broadcast_shapes(positions.shape, x.shape[:-1])
+        fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
     except RuntimeError:
+        fits = False
+    if not fits:
         raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to "
-                         f"x's (…, T) = {tuple(x.shape[:-1])}") from None
+                         f"x's (…, T) = {tuple(x.shape[:-1])}")
+    if positions.numel() and not bool(torch.isfinite(positions).all()):
+        raise ValueError("positions must be finite numbers, got NaN or inf")
     angles = positions[..., None] * _frequencies(d_model, base).to(x.device)  # (…, T, D/2)
     cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # (…, T, D/2) each
@@ -156,10 +162,8 @@ def rotary_embedding(x: torch.Tensor, positions: torch.Tensor | None = None,
 
 
 def _check_input(module: nn.Module, x, max_len: int, d_model: int) -> int:
-    """Return T for x of shape (…, T, D), or raise ValueError."""
-    if not isinstance(x, torch.Tensor) or x.dim() < 2:
-        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"x must be a tensor of shape (…, T, D), got {got}")
+    """Return T for x of shape (…, T, D), floating, or raise ValueError."""
+    check_tensor(x, "x", "(…, T, D)", ndim=range(2, 65), floating=True)
     if x.shape[-1] != d_model:
         raise ValueError(f"x must have d_model={d_model} features in the last axis, got shape "
                          f"{tuple(x.shape)}")
@@ -184,8 +188,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 1024, dropout: float = 0.0):
         super().__init__()
         self.d_model = _check_even(d_model)
-        self.max_len = _check_int(max_len, "max_len", minimum=1)
-        self.dropout = nn.Dropout(_check_dropout(dropout))
+        self.max_len = check_int(max_len, "max_len", minimum=1)
+        self.dropout = nn.Dropout(check_probability(dropout))
         self.register_buffer("encoding", sinusoidal_encoding(self.max_len, self.d_model),
                              persistent=False)  # (max_len, D)
 
@@ -209,10 +213,10 @@ class LearnedPositionalEncoding(nn.Module):
 
     def __init__(self, max_len: int, d_model: int, dropout: float = 0.0):
         super().__init__()
-        self.max_len = _check_int(max_len, "max_len", minimum=1)
-        self.d_model = _check_int(d_model, "d_model", minimum=1)
+        self.max_len = check_int(max_len, "max_len", minimum=1)
+        self.d_model = check_int(d_model, "d_model", minimum=1)
         self.embedding = nn.Embedding(self.max_len, self.d_model)  # (max_len, D)
-        self.dropout = nn.Dropout(_check_dropout(dropout))
+        self.dropout = nn.Dropout(check_probability(dropout))
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, d_model={self.d_model}"

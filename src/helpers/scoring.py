@@ -4,18 +4,20 @@ Every module's ``forward(queries, keys, values, mask=None)`` returns ``(out, wei
 (weights are returned, never stashed on ``self``) and ``scores(queries, keys)`` returns
 the raw scores before the softmax. Inputs may be 2-D (Q, D), 3-D (B, Q, D) or 4-D
 (B, H, Q, D); leading axes broadcast as in ``torch.matmul``. The mask is boolean,
-True = may attend, broadcastable to (…, Q, K). Import them from :mod:`helpers.attention`.
+True = may attend, broadcastable to (…, Q, K). Each module makes its scores and hands
+them to the one attention core, :func:`helpers.attention.attend` (mask, softmax, weighted
+sum); the dot-product modules call :func:`helpers.attention.scaled_dot_product_attention`.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from torch import nn
 
-from helpers.attention import _attend, masked_softmax
+from helpers.attention import attend, scaled_dot_product_attention
+from helpers.checks import check_int, check_probability, check_tensor
 
 __all__ = [
     "additive_scores",
@@ -37,14 +39,8 @@ def _check_inputs(queries, keys, values=None) -> None:
         named.append(("values", values))
     for name, tensor in named:
         letter = _SHAPES[name]
-        if not isinstance(tensor, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor of shape (…, {letter}, D), "
-                             f"got {type(tensor).__name__}")
-        if not 2 <= tensor.dim() <= 4:
-            raise ValueError(f"{name} must have 2 to 4 axes, ({letter}, D), (B, {letter}, D) or "
-                             f"(B, H, {letter}, D), got shape {tuple(tensor.shape)}")
-        if not tensor.is_floating_point():
-            raise ValueError(f"{name} must be a floating-point tensor, got dtype {tensor.dtype}")
+        check_tensor(tensor, name, f"({letter}, D), (B, {letter}, D) or (B, H, {letter}, D)",
+                     ndim=(2, 3, 4), floating=True)
     if values is not None and keys.shape[-2] != values.shape[-2]:
         raise ValueError(f"keys and values must hold the same number of keys K, got keys of "
                          f"shape {tuple(keys.shape)} and values of shape {tuple(values.shape)}")
@@ -53,18 +49,6 @@ def _check_inputs(queries, keys, values=None) -> None:
     except RuntimeError:
         shapes = ", ".join(f"{name} {tuple(tensor.shape)}" for name, tensor in named)
         raise ValueError(f"the leading (batch, head) axes must broadcast, got {shapes}") from None
-
-
-def _check_dim(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _check_dropout(dropout) -> float:
-    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout < 1:
-        raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
-    return float(dropout)
 
 
 def additive_scores(queries: torch.Tensor, keys: torch.Tensor, w_q: torch.Tensor,
@@ -77,6 +61,16 @@ def additive_scores(queries: torch.Tensor, keys: torch.Tensor, w_q: torch.Tensor
     concatenation, with ``W = [W_q W_k]``. Weights are given as in ``nn.Linear``:
     ``w_q`` (Dh, Dq), ``w_k`` (Dh, Dk), ``w_v`` (1, Dh) or (Dh,). Returns scores (…, Q, K).
     """
+    check_tensor(queries, "queries", "(…, Q, Dq)", ndim=range(2, 65), floating=True)
+    check_tensor(keys, "keys", "(…, K, Dk)", ndim=range(2, 65), dtype=queries.dtype)
+    check_tensor(w_q, "w_q", "(Dh, Dq)", ndim=2, dtype=queries.dtype,
+                 size={1: queries.shape[-1]})
+    check_tensor(w_k, "w_k", "(Dh, Dk)", ndim=2, dtype=queries.dtype,
+                 size={0: w_q.shape[0], 1: keys.shape[-1]})
+    check_tensor(w_v, "w_v", "(1, Dh) or (Dh,)", ndim=(1, 2), dtype=queries.dtype)
+    if w_v.numel() != w_q.shape[0] or (w_v.dim() == 2 and w_v.shape[0] != 1):
+        raise ValueError(f"w_v must have shape (1, Dh) or (Dh,) with Dh={w_q.shape[0]}, got "
+                         f"shape {tuple(w_v.shape)}")
     projected_queries = nn.functional.linear(queries, w_q).unsqueeze(-2)  # (…, Q, 1, Dh)
     projected_keys = nn.functional.linear(keys, w_k).unsqueeze(-3)  # (…, 1, K, Dh)
     features = torch.tanh(projected_queries + projected_keys)  # (…, Q, K, Dh)
@@ -91,6 +85,10 @@ def bilinear_scores(queries: torch.Tensor, keys: torch.Tensor,
     is (Dq, Dk). With Dq = Dk and W the identity this is the plain dot product. Returns
     scores (…, Q, K).
     """
+    check_tensor(queries, "queries", "(…, Q, Dq)", ndim=range(2, 65), floating=True)
+    check_tensor(keys, "keys", "(…, K, Dk)", ndim=range(2, 65), dtype=queries.dtype)
+    check_tensor(weight, "weight", "(Dq, Dk)", ndim=2, dtype=queries.dtype,
+                 size={0: queries.shape[-1], 1: keys.shape[-1]})
     return (queries @ weight) @ keys.transpose(-2, -1)  # (…, Q, Dk) @ (…, Dk, K)
 
 
@@ -99,7 +97,7 @@ class _ScoringAttention(nn.Module):
 
     def __init__(self, dropout: float = 0.0):
         super().__init__()
-        self.dropout = _check_dropout(dropout)
+        self.dropout = check_probability(dropout)
 
     def _check_features(self, queries: torch.Tensor, keys: torch.Tensor) -> None:
         raise NotImplementedError
@@ -117,11 +115,8 @@ class _ScoringAttention(nn.Module):
                 mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         _check_inputs(queries, keys, values)
         self._check_features(queries, keys)
-        weights = masked_softmax(self._scores(queries, keys), mask)  # (…, Q, K)
-        used = weights
-        if self.dropout and self.training:
-            used = nn.functional.dropout(weights, self.dropout, training=True)
-        return used @ values, weights  # (…, Q, Dv), (…, Q, K)
+        scores = self._scores(queries, keys)  # (…, Q, K)
+        return attend(scores, values, mask, dropout=self.dropout, training=self.training)
 
 
 class DotProductAttention(_ScoringAttention):
@@ -154,8 +149,9 @@ class DotProductAttention(_ScoringAttention):
                 mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         _check_inputs(queries, keys, values)
         self._check_features(queries, keys)
-        return _attend(queries, keys, values, mask, scale=self._scale(queries),
-                       dropout=self.dropout, training=self.training)
+        return scaled_dot_product_attention(queries, keys, values, mask,
+                                            scale=self._scale(queries), dropout=self.dropout,
+                                            training=self.training)
 
 
 class ScaledDotProductAttention(DotProductAttention):
@@ -185,9 +181,9 @@ class AdditiveAttention(_ScoringAttention):
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int, dropout: float = 0.0):
         super().__init__(dropout)
-        self.query_dim = _check_dim(query_dim, "query_dim")
-        self.key_dim = _check_dim(key_dim, "key_dim")
-        self.hidden_dim = _check_dim(hidden_dim, "hidden_dim")
+        self.query_dim = check_int(query_dim, "query_dim", minimum=1)
+        self.key_dim = check_int(key_dim, "key_dim", minimum=1)
+        self.hidden_dim = check_int(hidden_dim, "hidden_dim", minimum=1)
         self.w_q = nn.Linear(self.query_dim, self.hidden_dim, bias=False)
         self.w_k = nn.Linear(self.key_dim, self.hidden_dim, bias=False)
         self.w_v = nn.Linear(self.hidden_dim, 1, bias=False)
@@ -216,8 +212,8 @@ class BilinearAttention(_ScoringAttention):
 
     def __init__(self, query_dim: int, key_dim: int, dropout: float = 0.0):
         super().__init__(dropout)
-        self.query_dim = _check_dim(query_dim, "query_dim")
-        self.key_dim = _check_dim(key_dim, "key_dim")
+        self.query_dim = check_int(query_dim, "query_dim", minimum=1)
+        self.key_dim = check_int(key_dim, "key_dim", minimum=1)
         self.weight = nn.Parameter(torch.empty(self.query_dim, self.key_dim))
         nn.init.xavier_uniform_(self.weight)
 

@@ -5,9 +5,8 @@ Post-LN (the original paper, ``norm_first=False``) normalises after each residua
 ``x = x + sublayer(LN(x))``, and the stack ends with one more LayerNorm. Blocks return
 their attention weights; nothing is stashed on ``self``. ``from_torch`` builds a block
 holding the weights of ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` so
-the two can be shown equal. The full encoder–decoder model :class:`Seq2SeqTransformer`
-and :func:`greedy_decode` live in :mod:`helpers.seq2seq` (with the toy task and the
-training loop) and are re-exported here.
+the two can be shown equal. The full encoder–decoder model built from these blocks is
+:class:`helpers.seq2seq.Seq2SeqTransformer`.
 
 Mask convention: bool, **True = may attend**, broadcastable to (B, H, Q, K). Shapes: B
 batch, T target positions, S source positions, D features (``d_model``), H heads.
@@ -15,40 +14,29 @@ batch, T target positions, S source positions, D features (``d_model``), H heads
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from helpers.attention import MultiHeadAttention
+from helpers.checks import (check_bool_mask, check_int, check_probability, check_real,
+                            check_tensor, require)
+from helpers.multihead import MultiHeadAttention
 
 __all__ = ["PositionWiseFFN", "LayerNorm", "batch_norm_tokens", "AddNorm", "EncoderBlock",
-           "DecoderBlock", "Seq2SeqTransformer", "greedy_decode"]
+           "DecoderBlock"]
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+_ANY_RANK_FROM_1 = range(1, 65)  # (…, D): at least the feature axis
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _probability(value, name: str = "dropout") -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
-        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
-    return float(value)
-
-
-def _check_features(x, name: str, d_model: int, ndim: int = 3) -> None:
-    """Raise ValueError unless x is a floating (B, T, D) tensor with D = d_model."""
-    if not isinstance(x, torch.Tensor) or x.dim() != ndim or not x.is_floating_point():
-        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"{name} must be a floating tensor of shape (B, T, D), got {got}")
+def _check_features(x, name: str, d_model: int, shape: str = "(B, T, D)",
+                    ndim=3) -> torch.Tensor:
+    """``x`` if it is a floating tensor of rank ``ndim`` with ``d_model`` features last."""
+    check_tensor(x, name, shape, ndim=ndim, floating=True)
     if x.shape[-1] != d_model:
         raise ValueError(f"{name} must have d_model={d_model} features in the last axis, got "
                          f"shape {tuple(x.shape)}")
+    return x
 
 
 class PositionWiseFFN(nn.Module):
@@ -57,24 +45,26 @@ class PositionWiseFFN(nn.Module):
     ``PositionWiseFFN(d_model, ffn_hidden, dropout=0.0, activation="relu")``: ``linear1``
     is D → F (F = ``ffn_hidden``, usually 4·D), ``linear2`` F → D, the names of
     ``nn.TransformerEncoderLayer``; ``activation`` is ``"relu"`` or ``"gelu"``.
-    forward: (B, T, D) → (B, T, D); positions never mix.
+    forward: (B, T, D) → (B, T, D) (any (…, D) works); positions never mix.
     """
 
     def __init__(self, d_model: int, ffn_hidden: int, dropout: float = 0.0,
                  activation: str = "relu"):
         super().__init__()
-        d_model = _positive_int(d_model, "d_model")
-        ffn_hidden = _positive_int(ffn_hidden, "ffn_hidden")
-        if activation not in _ACTIVATIONS:
+        d_model = check_int(d_model, "d_model", minimum=1)
+        ffn_hidden = check_int(ffn_hidden, "ffn_hidden", minimum=1)
+        if not isinstance(activation, str) or activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, "
                              f"got {activation!r}")
         self.activation_name = activation
         self.linear1 = nn.Linear(d_model, ffn_hidden)  # D → F
         self.activation = _ACTIVATIONS[activation]()
-        self.dropout = nn.Dropout(_probability(dropout))
+        self.dropout = nn.Dropout(check_probability(dropout))
         self.linear2 = nn.Linear(ffn_hidden, d_model)  # F → D
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_features(x, "x", self.linear1.in_features, "(…, D)", _ANY_RANK_FROM_1)
+        check_tensor(x, "x", "(…, D)", dtype=self.linear1.weight.dtype)
         return self.linear2(self.dropout(self.activation(self.linear1(x))))  # (B, T, D)
 
 
@@ -88,12 +78,9 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
-        self.d_model = _positive_int(d_model, "d_model")
-        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps >= 0 \
-                or eps == float("inf"):
-            # eps < 0 lets var + eps reach 0 or below: inf or NaN outputs, never an error
-            raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-        self.eps = float(eps)
+        self.d_model = check_int(d_model, "d_model", minimum=1)
+        # eps < 0 lets var + eps reach 0 or below: inf or NaN outputs, never an error
+        self.eps = check_real(eps, "eps", minimum=0)
         self.weight = nn.Parameter(torch.ones(self.d_model))  # (D,) gain γ
         self.bias = nn.Parameter(torch.zeros(self.d_model))  # (D,) shift β
 
@@ -101,6 +88,9 @@ class LayerNorm(nn.Module):
         return f"d_model={self.d_model}, eps={self.eps}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_features(x, "x", self.d_model, "(…, D)", _ANY_RANK_FROM_1)
+        if x.numel() == 0:  # no token: an empty result (var_mean would warn)
+            return x * self.weight + self.bias  # (…, D)
         var, mean = torch.var_mean(x, dim=-1, unbiased=False, keepdim=True)  # (…, 1) each
         return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias  # (…, D)
 
@@ -110,19 +100,20 @@ def batch_norm_tokens(x: torch.Tensor, valid: torch.Tensor | None = None,
     """Batch normalisation of tokens, for comparison with :class:`LayerNorm`: each of the
     D features → mean 0, variance 1 over all B·T tokens of the batch (no learned scale).
 
-    x (B, T, D); ``valid`` an optional bool (B, T), True = real token: statistics then
-    use the real tokens only. Returns (B, T, D). Unlike LayerNorm, a token's output
-    depends on the other sequences in the batch (and, without ``valid``, on the padding).
+    x (B, T, D), floating; ``valid`` an optional bool (B, T), True = real token: statistics
+    then use the real tokens only; ``eps`` a finite number >= 0. Returns (B, T, D). Unlike
+    LayerNorm, a token's output depends on the other sequences in the batch (and, without
+    ``valid``, on the padding). An empty batch (B·T = 0) gives an empty result.
     """
-    _check_features(x, "x", x.shape[-1] if isinstance(x, torch.Tensor) else 0)
+    check_tensor(x, "x", "(B, T, D)", ndim=3, floating=True)
+    eps = check_real(eps, "eps", minimum=0)
     if valid is None:
         valid = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
-    if not isinstance(valid, torch.Tensor) or valid.dtype != torch.bool \
-            or valid.shape != x.shape[:2]:
-        got = (tuple(valid.shape), valid.dtype) if isinstance(valid, torch.Tensor) else valid
+    check_bool_mask(valid, "valid", shape="(B, T)")
+    if valid.shape != x.shape[:2]:
         raise ValueError(f"valid must be a bool tensor of shape (B, T) = "
-                         f"{tuple(x.shape[:2])}, got {got}")
-    weight = valid.to(x.dtype)[..., None]  # (B, T, 1)
+                         f"{tuple(x.shape[:2])}, got {(tuple(valid.shape), valid.dtype)}")
+    weight = valid.to(device=x.device, dtype=x.dtype)[..., None]  # (B, T, 1)
     count = weight.sum().clamp_min(1)
     mean = (x * weight).sum(dim=(0, 1)) / count  # (D,)
     var = ((x - mean) ** 2 * weight).sum(dim=(0, 1)) / count  # (D,)
@@ -137,9 +128,11 @@ class AddNorm(nn.Module):
     def __init__(self, d_model: int, dropout: float = 0.0, eps: float = 1e-5):
         super().__init__()
         self.norm = LayerNorm(d_model, eps)
-        self.dropout = nn.Dropout(_probability(dropout))
+        self.dropout = nn.Dropout(check_probability(dropout))
 
     def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
+        _check_features(x, "x", self.norm.d_model, "(…, D)", _ANY_RANK_FROM_1)
+        check_tensor(sublayer_out, "sublayer_out", "(…, D)", floating=True)
         if sublayer_out.shape != x.shape:
             raise ValueError(f"sublayer_out must have x's shape {tuple(x.shape)}, got "
                              f"{tuple(sublayer_out.shape)}")
@@ -171,6 +164,12 @@ class _Block(nn.Module):
                 ours.eps = theirs.eps
 
 
+def _check_norm_first(norm_first) -> bool:
+    require(isinstance(norm_first, bool),
+            f"norm_first must be True or False, got {norm_first!r}")  # "False" reads as True
+    return norm_first
+
+
 def _torch_layer_settings(layer: nn.Module, kind: type, name: str) -> dict:
     """The constructor arguments of a block equal to an nn.Transformer*Layer."""
     if not isinstance(layer, kind):
@@ -186,7 +185,7 @@ def _torch_layer_settings(layer: nn.Module, kind: type, name: str) -> dict:
         raise ValueError(f"{name} must be built with bias=True (this block always has biases)")
     return dict(d_model=layer.linear1.in_features, num_heads=layer.self_attn.num_heads,
                 ffn_hidden=layer.linear1.out_features, dropout=layer.dropout.p,
-                norm_first=layer.norm_first, activation=activation)
+                norm_first=bool(layer.norm_first), activation=activation)
 
 
 class EncoderBlock(_Block):
@@ -195,7 +194,7 @@ class EncoderBlock(_Block):
     ``EncoderBlock(d_model, num_heads, ffn_hidden, dropout=0.0, norm_first=False,
     activation="relu")``. Post-LN (default): ``x = norm1(x + sa(x)); x = norm2(x +
     ffn(x))``; pre-LN: ``x = x + sa(norm1(x)); x = x + ffn(norm2(x))``. Parts:
-    ``self_attn`` (:class:`~helpers.attention.MultiHeadAttention`), ``ffn``
+    ``self_attn`` (:class:`~helpers.multihead.MultiHeadAttention`), ``ffn``
     (:class:`PositionWiseFFN`), ``add_norm1``, ``add_norm2`` (:class:`AddNorm`; their
     norms are also ``norm1``, ``norm2``).
 
@@ -210,7 +209,7 @@ class EncoderBlock(_Block):
         self.ffn = PositionWiseFFN(d_model, ffn_hidden, dropout, activation)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.add_norm1, self.add_norm2 = AddNorm(d_model, dropout), AddNorm(d_model, dropout)
-        self.d_model, self.norm_first = d_model, bool(norm_first)
+        self.d_model, self.norm_first = int(d_model), _check_norm_first(norm_first)
 
     norm1 = property(lambda self: self.add_norm1.norm)
     norm2 = property(lambda self: self.add_norm2.norm)
@@ -261,7 +260,7 @@ class DecoderBlock(_Block):
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.add_norm1, self.add_norm2, self.add_norm3 = (AddNorm(d_model, dropout)
                                                           for _ in range(3))
-        self.d_model, self.norm_first = d_model, bool(norm_first)
+        self.d_model, self.norm_first = int(d_model), _check_norm_first(norm_first)
 
     norm1 = property(lambda self: self.add_norm1.norm)
     norm2 = property(lambda self: self.add_norm2.norm)
@@ -270,7 +269,7 @@ class DecoderBlock(_Block):
     def forward(self, x: torch.Tensor, memory: torch.Tensor,
                 self_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None):
         _check_features(x, "x", self.d_model)
-        _check_features(memory, "memory", self.d_model)
+        _check_features(memory, "memory", self.d_model, "(B, S, D)")
         if memory.shape[0] != x.shape[0]:
             raise ValueError(f"memory must have x's batch size B={x.shape[0]}, got shape "
                              f"{tuple(memory.shape)}")
@@ -297,11 +296,3 @@ class DecoderBlock(_Block):
         block.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
         block._copy_common(layer, ("norm1", "norm2", "norm3"))
         return block.train(layer.training)
-
-
-def __getattr__(name: str):
-    # the full model lives in helpers.seq2seq (imported lazily: it imports this module)
-    if name in ("Seq2SeqTransformer", "greedy_decode"):
-        from helpers import seq2seq
-        return getattr(seq2seq, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

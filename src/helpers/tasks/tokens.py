@@ -1,23 +1,25 @@
-"""Toy token sequences for the masking and Transformer chapters: padding, vocabularies, tables.
+"""Toy token sequences for the masking chapter: padding, vocabularies, tables.
 
 A batch of sentences of different lengths becomes one rectangular tensor by appending (or
 prepending) a padding token; the number of real tokens in each row is its *valid length*,
 from which :func:`helpers.masks.valid_length_mask` builds the mask. :func:`format_matrix`
-prints a small mask or weight matrix as an aligned table with token labels.
+prints a small mask or weight matrix as an aligned table with token labels. The special
+tokens are the strings ``PAD_TOKEN``, ``BOS_TOKEN`` and ``EOS_TOKEN``.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 
-from .plotting import to_numpy
+from helpers.checks import check_tensor, require
 
-__all__ = ["PAD", "BOS", "EOS", "pad_tokens", "build_vocab", "encode", "decode",
-           "format_matrix"]
+__all__ = ["PAD_TOKEN", "BOS_TOKEN", "EOS_TOKEN", "pad_tokens", "build_vocab", "encode",
+           "decode", "format_matrix"]
 
-PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
+PAD_TOKEN, BOS_TOKEN, EOS_TOKEN = "<pad>", "<bos>", "<eos>"
 
 
 def _token_lists(sentences, name: str = "sentences") -> list[list[str]]:
@@ -35,7 +37,33 @@ def _token_lists(sentences, name: str = "sentences") -> list[list[str]]:
     return tokens
 
 
-def pad_tokens(sentences, *, length: int | None = None, pad: str = PAD,
+def _check_vocab(vocab) -> None:
+    """Raise ValueError unless ``vocab`` is a dict of string tokens -> integer ids."""
+    if not isinstance(vocab, dict) or not all(
+            isinstance(t, str) and isinstance(i, int) and not isinstance(i, bool)
+            for t, i in vocab.items()):
+        raise ValueError(f"vocab must be a dict of string tokens -> integer ids (as "
+                         f"build_vocab returns), got {type(vocab).__name__}")
+
+
+def _as_array(matrix) -> np.ndarray:
+    """``matrix`` (tensor, array or nested list of real numbers) as a float64 NumPy array."""
+    if isinstance(matrix, torch.Tensor):
+        check_tensor(matrix, "matrix", "(Q, K)")
+        if matrix.is_complex():
+            raise ValueError(f"matrix must hold real numbers, got dtype {matrix.dtype}")
+        return matrix.detach().cpu().to(torch.float64).numpy()
+    try:
+        data = np.asarray(matrix)
+        if data.dtype.kind not in "biuf":  # bool, integers, floats: no strings, objects
+            raise TypeError(f"dtype {data.dtype}")
+        return data.astype(np.float64)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"matrix must be a 2-D tensor, array or nested list of real "
+                         f"numbers (Q, K), got {type(matrix).__name__} ({error})") from None
+
+
+def pad_tokens(sentences, *, length: int | None = None, pad: str = PAD_TOKEN,
                side: str = "right") -> tuple[list[list[str]], torch.Tensor]:
     """Pad sentences of different lengths to one length T with ``pad`` tokens.
 
@@ -55,7 +83,8 @@ def pad_tokens(sentences, *, length: int | None = None, pad: str = PAD,
         (B,) holding the number of real tokens in each row.
     """
     tokens = _token_lists(sentences)
-    if side not in ("right", "left"):
+    require(isinstance(pad, str), f"pad must be a string token, got {pad!r}")
+    if not isinstance(side, str) or side not in ("right", "left"):
         raise ValueError(f"side must be 'right' or 'left', got {side!r}")
     longest = max((len(row) for row in tokens), default=0)
     if length is None:
@@ -69,7 +98,8 @@ def pad_tokens(sentences, *, length: int | None = None, pad: str = PAD,
     return padded, valid_lens
 
 
-def build_vocab(sentences, specials: Sequence[str] = (PAD, BOS, EOS)) -> dict[str, int]:
+def build_vocab(sentences,
+                specials: Sequence[str] = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN)) -> dict[str, int]:
     """A token -> id dictionary: the special tokens first (``<pad>`` gets id 0), then every
     other token in order of first appearance.
 
@@ -80,6 +110,9 @@ def build_vocab(sentences, specials: Sequence[str] = (PAD, BOS, EOS)) -> dict[st
     Returns:
         A dict mapping each distinct token to an id in ``range(len(vocab))``.
     """
+    if isinstance(specials, (str, bytes)) or not isinstance(specials, Sequence) \
+            or not all(isinstance(token, str) for token in specials):
+        raise ValueError(f"specials must be a list of string tokens, got {specials!r}")
     vocab: dict[str, int] = {}
     for token in list(specials) + [t for row in _token_lists(sentences) for t in row]:
         vocab.setdefault(token, len(vocab))
@@ -97,6 +130,7 @@ def encode(padded, vocab: dict[str, int]) -> torch.Tensor:
         An int64 tensor of shape (B, T).
     """
     rows = _token_lists(padded, "padded")
+    _check_vocab(vocab)
     lengths = sorted({len(row) for row in rows})
     if len(lengths) > 1:
         raise ValueError(f"padded must hold token lists of one length T, got lengths "
@@ -109,9 +143,12 @@ def encode(padded, vocab: dict[str, int]) -> torch.Tensor:
 
 def decode(ids: torch.Tensor, vocab: dict[str, int]) -> list[list[str]]:
     """The inverse of :func:`encode`: ids of shape (B, T) -> B lists of T tokens."""
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point():
-        got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point() \
+            or ids.is_complex() or ids.dtype == torch.bool:
+        got = (tuple(ids.shape), ids.dtype) if isinstance(ids, torch.Tensor) \
+            else type(ids).__name__
         raise ValueError(f"ids must be a 2-D integer tensor (B, T), got {got}")
+    _check_vocab(vocab)
     tokens = {i: t for t, i in vocab.items()}
     missing = sorted({int(i) for i in ids.flatten()} - set(tokens))
     if missing:
@@ -139,19 +176,30 @@ def format_matrix(matrix, *, row_labels: Sequence[str] | None = None,
         The table as one string of Q (+1 with ``col_labels``) lines.
     """
     is_bool = isinstance(matrix, torch.Tensor) and matrix.dtype == torch.bool
-    data = to_numpy(matrix)
+    data = _as_array(matrix)
     if data.ndim != 2:
         raise ValueError(f"matrix must be 2-D (Q, K), got shape {tuple(data.shape)}")
     num_rows, num_cols = data.shape
     for name, labels, size in (("row_labels", row_labels, num_rows),
                                ("col_labels", col_labels, num_cols)):
-        if labels is not None and len(labels) != size:
+        if labels is None:
+            continue
+        if isinstance(labels, (str, bytes)) or not isinstance(labels, Sequence) \
+                or not all(isinstance(label, str) for label in labels):
+            raise ValueError(f"{name} must be a list of strings, got {labels!r}")
+        if len(labels) != size:
             raise ValueError(f"{name} must hold {size} labels for a matrix of shape "
                              f"{tuple(data.shape)}, got {len(labels)}")
-    cells = [[(true if value else false) if is_bool else fmt.format(value) for value in row]
-             for row in data]
+    for name, text in (("fmt", fmt), ("true", true), ("false", false)):
+        require(isinstance(text, str), f"{name} must be a string, got {text!r}")
+    try:
+        cells = [[(true if value else false) if is_bool else fmt.format(value)
+                  for value in row] for row in data]
+    except (ValueError, TypeError, IndexError, KeyError) as error:
+        raise ValueError(f"fmt must format one number, e.g. '{{:.3f}}', got {fmt!r} "
+                         f"({error})") from None
     widths = [max([len(cells[i][j]) for i in range(num_rows)]
-                  + ([len(col_labels[j])] if col_labels is not None else []))
+                  + ([len(col_labels[j])] if col_labels is not None else []), default=0)
               for j in range(num_cols)]
     left = max((len(label) for label in row_labels), default=0) if row_labels else 0
     lines = []

@@ -1,19 +1,17 @@
-"""Tests for helpers.heads: the twins task, its model, head summaries and FLOP counts."""
+"""Tests for helpers.tasks.twins: the twins task, its model, training and head summaries.
+(The entropy and FLOP counts of attention are tested in test_measure.py.)"""
 
 from __future__ import annotations
-
-import math
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils.flop_counter import FlopCounterMode
 
-from helpers.attention import MultiHeadAttention
-from helpers.heads import (TwinsModel, attention_entropy, attention_flops, relation_weights,
-                           train_twins, twins_accuracy, twins_task)
-from helpers.utils import set_seed
+from helpers.multihead import MultiHeadAttention
+from helpers.seeding import set_seed
+from helpers.tasks.twins import (TARGETS, TwinsData, TwinsModel, relation_weights, train_twins,
+                                 twins_accuracy, twins_task)
 
 
 @given(num_sequences=st.integers(1, 20), half=st.integers(2, 6), extra=st.integers(0, 4),
@@ -117,38 +115,85 @@ def test_relation_weights_on_hand_made_heads():
         relation_weights(heads, twin)
 
 
-def test_attention_entropy_limits():
-    one_hot = torch.eye(5).expand(2, 1, 5, 5)
-    uniform = torch.full((2, 1, 5, 5), 0.2)
-    entropy = attention_entropy(torch.cat([one_hot, uniform], dim=1))
-    torch.testing.assert_close(entropy, torch.tensor([0.0, math.log(5)]))
+def test_targets_and_the_model_attention():
+    assert TARGETS == ("previous", "next", "twin colour")
+    data = twins_task(3)
+    assert isinstance(data, TwinsData) and tuple(data.targets()) == TARGETS
+    set_seed(0)
+    model = TwinsModel(12, 3)
+    assert isinstance(model.mha, MultiHeadAttention) and model.mha.num_heads == 3
+
+
+@pytest.mark.parametrize("kwargs", [dict(num_sequences=2, seed=-1),
+                                    dict(num_sequences=2, seed=1.0),
+                                    dict(num_sequences=True)])
+def test_twins_task_rejects_bad_seed_and_counts(kwargs):
     with pytest.raises(ValueError):
-        attention_entropy(torch.ones(5, 5))
+        twins_task(**kwargs)
 
 
-@given(batch=st.integers(1, 3), num_queries=st.integers(1, 6), num_keys=st.integers(1, 6),
-       head_dim=st.integers(1, 4), num_heads=st.sampled_from([1, 2, 4]),
-       self_attention=st.booleans())
-@settings(max_examples=20, deadline=None)
-def test_flops_match_torch_flop_counter(batch, num_queries, num_keys, head_dim, num_heads,
-                                        self_attention):
-    d_model = head_dim * num_heads
-    module = MultiHeadAttention(d_model, num_heads)
-    queries = torch.randn(batch, num_queries, d_model)
-    keys = queries if self_attention else torch.randn(batch, num_keys, d_model)
-    with FlopCounterMode(display=False) as counter:
-        module(queries, keys, keys)
-    expected = attention_flops(batch, num_queries, keys.shape[1], d_model, num_heads)
-    assert counter.get_total_flops() == expected["total"]
+@pytest.mark.parametrize("args, kwargs, match", [
+    ((0, 1), {}, "d_model must be a positive integer"),
+    ((8, 0), {}, "num_heads must be a positive integer"),
+    ((8.0, 2), {}, "d_model must be a positive integer"),
+    ((8, 2), {"seq_len": 0}, "seq_len must be a positive integer"),
+    ((8, 2), {"vocab_size": 0}, "vocab_size must be a positive integer"),
+    ((8, 2), {"num_colours": -4}, "num_colours must be a positive integer"),
+])
+def test_model_rejects_bad_sizes(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TwinsModel(*args, **kwargs)
 
 
-def test_flops_do_not_depend_on_the_number_of_heads_but_score_entries_do():
-    counts = [attention_flops(2, 16, 16, 64, h) for h in (1, 2, 4, 8, 64)]
-    assert len({c["total"] for c in counts}) == 1
-    assert [c["score entries"] for c in counts] == [2 * h * 256 for h in (1, 2, 4, 8, 64)]
-    full = attention_flops(2, 16, 16, 64, 8, head_dim=64)  # 8 heads, no split
-    assert full["total"] == 8 * counts[0]["total"]
-    with pytest.raises(ValueError, match="divisible"):
-        attention_flops(1, 2, 2, 10, 3)
-    with pytest.raises(ValueError, match="num_heads"):
-        attention_flops(1, 2, 2, 10, 0)
+def test_model_rejects_bad_inputs():
+    set_seed(0)
+    model = TwinsModel(8, 2)
+    data = twins_task(4)
+    with pytest.raises(ValueError, match="symbols must be a torch.Tensor"):
+        model(data.symbols.tolist(), data.colours)
+    with pytest.raises(ValueError, match="colours must have shape"):
+        model(data.symbols, data.colours[0])
+    with pytest.raises(ValueError, match=r"symbols must hold ids in \[0, 8\)"):
+        model(data.symbols + 8, data.colours)
+    with pytest.raises(ValueError, match=r"colours must hold ids in \[0, 4\)"):
+        model(data.symbols, data.colours - 1)
+    with pytest.raises(ValueError, match="same shape"):
+        model(data.symbols, data.colours[:2])
+    logits, weights = model(data.symbols[:0], data.colours[:0])  # no sequences: empty outputs
+    assert logits["previous"].shape == (0, 8, 8) and weights.shape == (0, 2, 8, 8)
+
+
+@pytest.mark.parametrize("lr", [float("nan"), float("inf"), -0.1, "0.1", True])
+def test_train_twins_rejects_bad_learning_rates(lr):
+    model = TwinsModel(8, 2)
+    with pytest.raises(ValueError, match="lr must be a finite number > 0"):
+        train_twins(model, twins_task(2), steps=1, lr=lr)
+
+
+def test_train_and_accuracy_reject_what_is_not_a_twins_model_or_data():
+    model, data = TwinsModel(8, 2), twins_task(2)
+    with pytest.raises(ValueError, match="model must be a TwinsModel"):
+        train_twins(torch.nn.Linear(2, 2), data)
+    with pytest.raises(ValueError, match="data must be a TwinsData"):
+        train_twins(model, (data.symbols, data.colours))
+    with pytest.raises(ValueError, match="model must be a TwinsModel"):
+        twins_accuracy(None, data)
+    with pytest.raises(ValueError, match="data must be a TwinsData"):
+        twins_accuracy(model, data.symbols)
+    assert train_twins(model, data, steps=0) == []
+
+
+def test_relation_weights_rejects_bad_input():
+    weights = torch.full((2, 3, 4, 4), 0.25)
+    twin = torch.tensor([[1, 0, 3, 2], [2, 3, 0, 1]])
+    assert relation_weights(weights, twin)["twin"].shape == (3,)
+    with pytest.raises(ValueError, match="weights must be a floating-point tensor"):
+        relation_weights(weights.long(), twin)
+    with pytest.raises(ValueError, match="weights must have shape"):
+        relation_weights(weights[..., :3], twin)
+    with pytest.raises(ValueError, match="twin must be a torch.Tensor"):
+        relation_weights(weights, twin.tolist())
+    with pytest.raises(ValueError, match="twin must be a long tensor"):
+        relation_weights(weights, twin.float())
+    with pytest.raises(ValueError, match=r"twin must hold key positions in \[0, 4\)"):
+        relation_weights(weights, twin + 1)

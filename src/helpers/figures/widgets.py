@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from PIL import Image
 
-from .plotting import heatmap, to_numpy
+from helpers.figures.plotting import heatmap, to_numpy
 
 __all__ = [
     "KERNEL_FREE",
@@ -279,7 +279,8 @@ def slider_heatmap(
         vmax: the top of the colour scale; by default the largest value over all frames,
             so colours are comparable between frames.
         figsize, dpi: frame size and resolution.
-        **heatmap_kwargs: passed to :func:`helpers.plotting.heatmap` (labels, title, cmap).
+        **heatmap_kwargs: passed to :func:`helpers.figures.plotting.heatmap` (labels, title,
+            cmap).
 
     Returns:
         A :class:`LiveFigure`.

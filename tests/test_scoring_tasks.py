@@ -1,5 +1,6 @@
-"""Tests for helpers.scoring_experiments: checked against PyTorch (autograd Jacobians,
-Categorical entropy, one_hot, additive_scores) and against the theory they illustrate."""
+"""Tests for helpers.tasks.scoring: checked against PyTorch (autograd Jacobians, one_hot,
+additive_scores) and against the theory they illustrate. (attention_entropy and time_call
+are tested in test_measure.py.)"""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers.attention import additive_scores
-from helpers.scoring_experiments import (
+from helpers.measure import attention_entropy
+from helpers.scoring import additive_scores
+from helpers.tasks.scoring import (
     SaturationRow,
-    attention_entropy,
     concat_mlp_scores,
     dot_product_variance,
     hardmax,
@@ -22,7 +23,6 @@ from helpers.scoring_experiments import (
     softmax_jacobian_norm,
     softmax_saturation,
     softmax_with_temperature,
-    time_call,
     time_scorers,
 )
 
@@ -67,7 +67,10 @@ def test_concat_mlp_broadcasts_leading_axes():
 @pytest.mark.parametrize("w_1, w_2, match", [
     (torch.randn(7, 5), torch.randn(7), "w_1 must have shape"),
     (torch.randn(7, 6), torch.randn(6), "w_2 must hold H = 7"),
-    (torch.randn(6), torch.randn(7), "w_1 must have at least 2 axes"),
+    (torch.randn(6), torch.randn(7), "w_1 must have shape"),
+    (torch.randn(7, 6), torch.randn(1, 1, 7), "w_2 must have shape"),
+    (torch.randn(7, 6).double(), torch.randn(7), "w_1 must have the dtype of queries"),
+    (torch.randn(7, 6), torch.ones(7, dtype=torch.long), "w_2 must be a floating-point"),
 ])
 def test_concat_mlp_rejects_bad_weights(w_1, w_2, match):
     with pytest.raises(ValueError, match=match):
@@ -75,7 +78,7 @@ def test_concat_mlp_rejects_bad_weights(w_1, w_2, match):
 
 
 def test_concat_mlp_rejects_bad_inputs():
-    with pytest.raises(ValueError, match="queries must have at least 2 axes"):
+    with pytest.raises(ValueError, match="queries must have shape"):
         concat_mlp_scores(torch.randn(4), torch.randn(5, 2), torch.randn(7, 6), torch.randn(7))
     with pytest.raises(ValueError, match="keys must be a floating-point"):
         concat_mlp_scores(torch.randn(3, 4), torch.ones(5, 2, dtype=torch.long),
@@ -83,21 +86,6 @@ def test_concat_mlp_rejects_bad_inputs():
 
 
 # --- entropy and the softmax Jacobian ------------------------------------------------------
-
-@given(num_keys=st.integers(1, 12), seed=st.integers(0, 2**16))
-def test_entropy_matches_categorical(num_keys, seed):
-    generator = torch.Generator().manual_seed(seed)
-    weights = torch.softmax(3 * torch.randn(4, num_keys, generator=generator), dim=-1)
-    expected = torch.distributions.Categorical(probs=weights).entropy()
-    torch.testing.assert_close(attention_entropy(weights), expected)
-
-
-def test_entropy_limits():
-    assert attention_entropy(torch.full((3, 8), 1 / 8)).allclose(torch.full((3,), math.log(8)))
-    one_hot = F.one_hot(torch.tensor([0, 5]), 8).float()
-    assert torch.equal(attention_entropy(one_hot), torch.zeros(2))  # 0 log 0 = 0, no NaN
-    assert attention_entropy(one_hot.T, dim=0).shape == (2,)
-
 
 @given(num_keys=st.integers(1, 10), seed=st.integers(0, 2**16))
 def test_softmax_jacobian_matches_autograd(num_keys, seed):
@@ -256,22 +244,6 @@ def test_softmax_saturation_rejects_bad_sizes():
 
 # --- timing ---------------------------------------------------------------------------------
 
-def test_time_call_counts_calls_and_returns_the_minimum():
-    calls = []
-    seconds = time_call(lambda: calls.append(1), repeats=4, warmup=2)
-    assert len(calls) == 6
-    assert 0 <= seconds < 1
-
-
-@pytest.mark.parametrize("kwargs, match", [
-    ({"repeats": 0}, "repeats must be a positive integer"),
-    ({"warmup": -1}, "warmup must be a non-negative integer"),
-])
-def test_time_call_rejects_bad_counts(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        time_call(lambda: None, **kwargs)
-
-
 def test_time_scorers_times_every_scorer_at_every_length():
     shapes = []
 
@@ -296,3 +268,87 @@ def test_time_scorers_times_every_scorer_at_every_length():
 def test_time_scorers_rejects_bad_arguments(scorers, lengths, dim, match):
     with pytest.raises(ValueError, match=match):
         time_scorers(scorers, lengths, dim)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(repeats=0), "repeats must be a positive integer"),
+    (dict(seed=-1), "seed must be a non-negative integer"),
+    (dict(lengths=[4, 0]), "every entry of lengths must be a positive integer"),
+])
+def test_time_scorers_rejects_bad_counts(kwargs, match):
+    arguments = dict(scorers={"dot": lambda q, k: q @ k.T}, lengths=[4], dim=2) | kwargs
+    with pytest.raises(ValueError, match=match):
+        time_scorers(**arguments)
+
+
+# --- new rejections ------------------------------------------------------------------------
+
+def test_concat_mlp_rejects_leading_axes_that_do_not_broadcast_and_mixed_dtypes():
+    w_1, w_2 = torch.randn(7, 6), torch.randn(7)
+    with pytest.raises(ValueError, match="must broadcast"):
+        concat_mlp_scores(torch.randn(2, 3, 4), torch.randn(3, 5, 2), w_1, w_2)
+    with pytest.raises(ValueError, match="keys must have the dtype of queries"):
+        concat_mlp_scores(torch.randn(3, 4), torch.randn(5, 2).double(), w_1, w_2)
+
+
+def test_concat_mlp_handles_zero_queries_and_keys():
+    w_1, w_2 = torch.randn(7, 6), torch.randn(7)
+    assert concat_mlp_scores(torch.randn(0, 4), torch.randn(5, 2), w_1, w_2).shape == (0, 5)
+    assert concat_mlp_scores(torch.randn(3, 4), torch.randn(0, 2), w_1, w_2).shape == (3, 0)
+
+
+@pytest.mark.parametrize("weights, match", [
+    ([0.5, 0.5], "weights must be a torch.Tensor"),
+    (torch.tensor(1.0), "weights must have shape"),
+    (torch.tensor([0, 1]), "weights must be a floating-point tensor"),
+])
+def test_softmax_jacobian_rejects_bad_weights(weights, match):
+    with pytest.raises(ValueError, match=match):
+        softmax_jacobian(weights)
+    with pytest.raises(ValueError, match=match):
+        softmax_jacobian_norm(weights)
+
+
+@pytest.mark.parametrize("scores, dim, match", [
+    ([1.0, 2.0], -1, "scores must be a torch.Tensor"),
+    (torch.tensor(1.0), -1, "scores must have shape"),
+    (torch.tensor([1, 2]), -1, "scores must be a floating-point tensor"),
+    (torch.zeros(2, 3), 2, "dim must be an axis of scores"),
+    (torch.zeros(2, 3), -3, "dim must be an axis of scores"),
+    (torch.zeros(2, 3), True, "dim must be an axis of scores"),
+])
+def test_temperature_and_hardmax_reject_bad_scores_and_axes(scores, dim, match):
+    with pytest.raises(ValueError, match=match):
+        softmax_with_temperature(scores, 1.0, dim=dim)
+    with pytest.raises(ValueError, match=match):
+        hardmax(scores, dim=dim)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.5, math.inf])
+def test_temperature_and_hardmax_of_zero_keys_are_empty(temperature):
+    scores = torch.zeros(3, 0)
+    assert softmax_with_temperature(scores, temperature).shape == (3, 0)
+    assert hardmax(scores).shape == (3, 0)
+    assert softmax_with_temperature(torch.zeros(0, 4), temperature).shape == (0, 4)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(scaled="yes"), "scaled must be True or False"),
+    (dict(seed=-1), "seed must be a non-negative integer"),
+    (dict(seed=0.5), "seed must be a non-negative integer"),
+])
+def test_experiments_reject_bad_flags_and_seeds(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        dot_product_variance([4], 10, **kwargs)
+    with pytest.raises(ValueError, match=match):
+        softmax_saturation([4], num_queries=4, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(dims=[]), "dims must be a non-empty sequence"),
+    (dict(dims=[4, -1]), "every entry of dims must be a positive integer"),
+    (dict(dims=[4], num_queries=0), "num_queries must be a positive integer"),
+])
+def test_softmax_saturation_rejects_bad_dims_and_counts(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        softmax_saturation(**kwargs)

@@ -3,22 +3,24 @@
 Chapter 3 derives each idea in the open and then checks it against these functions. Shape
 letters: Q queries, K keys, D features, T sequence length; ``…`` is any number of leading
 axes. Random draws use their own ``torch.Generator`` seeded by the ``seed`` argument, so the
-results do not depend on (or disturb) the global random state.
+results do not depend on (or disturb) the global random state. The entropy of attention
+weights and the timer are in :mod:`helpers.measure` (``attention_entropy``, ``time_call``).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 
+from helpers.checks import check_int, check_tensor, describe, require
+from helpers.measure import attention_entropy, time_call
+
 __all__ = [
     "concat_mlp_scores",
-    "attention_entropy",
     "softmax_jacobian",
     "softmax_jacobian_norm",
     "softmax_with_temperature",
@@ -26,32 +28,12 @@ __all__ = [
     "dot_product_variance",
     "SaturationRow",
     "softmax_saturation",
-    "time_call",
     "time_scorers",
 ]
 
 
-def _check_tensor(value, name: str, min_dim: int = 1, floating: bool = True) -> None:
-    if not isinstance(value, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
-    if value.dim() < min_dim:
-        raise ValueError(f"{name} must have at least {min_dim} axes, "
-                         f"got shape {tuple(value.shape)}")
-    if floating and not value.is_floating_point():
-        raise ValueError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
-
-
-def _check_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _check_dims(dims, name: str = "dims") -> list[int]:
-    if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence) or len(dims) == 0:
-        raise ValueError(f"{name} must be a non-empty sequence of positive integers, "
-                         f"got {dims!r}")
-    return [_check_positive_int(d, f"every entry of {name}") for d in dims]
+_AT_LEAST_1 = range(1, 65)  # (…, K): one axis or more
+_AT_LEAST_2 = range(2, 65)  # (…, Q, D): two axes or more
 
 
 def concat_mlp_scores(queries: torch.Tensor, keys: torch.Tensor, w_1: torch.Tensor,
@@ -65,35 +47,31 @@ def concat_mlp_scores(queries: torch.Tensor, keys: torch.Tensor, w_1: torch.Tens
     (…, Q, K). With ``w_1 = [W_q W_k]`` it equals additive attention's scores, which
     project each query and key once instead of once per pair.
     """
-    _check_tensor(queries, "queries", 2)
-    _check_tensor(keys, "keys", 2)
-    _check_tensor(w_1, "w_1", 2)
-    _check_tensor(w_2, "w_2", 1)
+    check_tensor(queries, "queries", "(…, Q, Dq)", ndim=_AT_LEAST_2, floating=True)
+    check_tensor(keys, "keys", "(…, K, Dk)", ndim=_AT_LEAST_2, floating=True)
     num_features = queries.shape[-1] + keys.shape[-1]
-    if w_1.dim() != 2 or w_1.shape[1] != num_features:
+    check_tensor(w_1, "w_1", f"(H, Dq + Dk) = (H, {num_features})", ndim=2, floating=True)
+    check_tensor(w_2, "w_2", "(H,) or (1, H)", ndim=(1, 2), floating=True)
+    if w_1.shape[1] != num_features:
         raise ValueError(f"w_1 must have shape (H, Dq + Dk) = (H, {num_features}), "
                          f"got shape {tuple(w_1.shape)}")
     if w_2.numel() != w_1.shape[0]:
         raise ValueError(f"w_2 must hold H = {w_1.shape[0]} weights, one per hidden unit, "
                          f"got shape {tuple(w_2.shape)}")
+    for name, tensor in (("keys", keys), ("w_1", w_1), ("w_2", w_2)):
+        require(tensor.dtype == queries.dtype, f"{name} must have the dtype of queries, "
+                                               f"{queries.dtype}, got {tensor.dtype}")
     num_queries, num_keys = queries.shape[-2], keys.shape[-2]
-    lead = torch.broadcast_shapes(queries.shape[:-2], keys.shape[:-2])
+    try:
+        lead = torch.broadcast_shapes(queries.shape[:-2], keys.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"the leading axes of queries {tuple(queries.shape)} and keys "
+                         f"{tuple(keys.shape)} must broadcast") from None
     pairs_q = queries.unsqueeze(-2).expand(*lead, num_queries, num_keys, queries.shape[-1])
     pairs_k = keys.unsqueeze(-3).expand(*lead, num_queries, num_keys, keys.shape[-1])
     pairs = torch.cat([pairs_q, pairs_k], dim=-1)  # (…, Q, K, Dq + Dk)
     hidden = torch.tanh(pairs @ w_1.T)  # (…, Q, K, H)
     return hidden @ w_2.reshape(-1)  # (…, Q, K)
-
-
-def attention_entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Entropy ``-Σ α log α`` (in nats, with 0 log 0 = 0) of each row of attention weights.
-
-    A row with all its weight on one key has entropy 0; a uniform row over K keys has the
-    largest possible entropy, log K. Takes weights (…, K) (usually (…, Q, K), rows summing
-    to 1) and returns the entropies, shape (…) (one per query).
-    """
-    _check_tensor(weights, "weights")
-    return -torch.special.xlogy(weights, weights).sum(dim=dim)
 
 
 def softmax_jacobian(weights: torch.Tensor) -> torch.Tensor:
@@ -103,7 +81,7 @@ def softmax_jacobian(weights: torch.Tensor) -> torch.Tensor:
     ``∂α_i / ∂s_j``. Every entry lies in [−1/4, 1/4], and the whole matrix tends to 0 as α
     tends to one-hot (a saturated softmax) — its gradient vanishes.
     """
-    _check_tensor(weights, "weights")
+    check_tensor(weights, "weights", "(…, K)", ndim=_AT_LEAST_1, floating=True)
     return torch.diag_embed(weights) - weights.unsqueeze(-1) * weights.unsqueeze(-2)
 
 
@@ -121,14 +99,21 @@ def softmax_with_temperature(scores: torch.Tensor, temperature: float,
 
     τ = ∞ gives uniform weights (every score divided by ∞ is 0); τ = 0 gives
     :func:`hardmax` (all the weight on the largest score). Scaled dot-product attention is
-    dot-product attention at τ = √D. Takes scores (…, K) and returns weights of the same shape.
+    dot-product attention at τ = √D. Takes scores (…, K) and returns weights of the same shape
+    (an empty result where K = 0).
     """
-    _check_tensor(scores, "scores")
+    check_tensor(scores, "scores", "(…, K)", ndim=_AT_LEAST_1, floating=True)
+    require(not isinstance(dim, bool) and isinstance(dim, int)
+            and -scores.dim() <= dim < scores.dim(),
+            f"dim must be an axis of scores (shape {tuple(scores.shape)}), got {dim!r}")
     if (isinstance(temperature, bool) or not isinstance(temperature, numbers.Real)
             or math.isnan(temperature) or temperature < 0):
-        raise ValueError(f"temperature must be a number >= 0 (inf allowed), got {temperature!r}")
+        raise ValueError(f"temperature must be a number >= 0 (inf allowed), got "
+                         f"{describe(temperature)}")
     if temperature == 0:
         return hardmax(scores, dim=dim)
+    if scores.shape[dim] == 0:
+        return torch.softmax(scores, dim=dim)  # no keys: an empty result, as torch gives
     if math.isinf(temperature):
         return torch.full_like(scores, 1.0 / scores.shape[dim])
     # Subtract each row's maximum before dividing: for a tiny τ, scores / τ would overflow to
@@ -142,9 +127,15 @@ def hardmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     The τ → 0 limit of the softmax, and the selection rule of hard attention. It is a step
     function of the scores, so its gradient is zero wherever it is defined: nothing flows
-    back to the scores. Takes scores (…, K), returns weights of the same shape and dtype.
+    back to the scores. Takes scores (…, K), returns weights of the same shape and dtype
+    (an empty result where K = 0).
     """
-    _check_tensor(scores, "scores")
+    check_tensor(scores, "scores", "(…, K)", ndim=_AT_LEAST_1, floating=True)
+    require(not isinstance(dim, bool) and isinstance(dim, int)
+            and -scores.dim() <= dim < scores.dim(),
+            f"dim must be an axis of scores (shape {tuple(scores.shape)}), got {dim!r}")
+    if scores.shape[dim] == 0:
+        return torch.zeros_like(scores)  # no keys: nothing to select
     index = scores.argmax(dim=dim, keepdim=True)
     return torch.zeros_like(scores).scatter_(dim, index, 1.0)  # no graph: argmax is an index
 
@@ -157,10 +148,15 @@ def dot_product_variance(dims: Sequence[int], num_pairs: int = 5_000, *,
     independent standard-normal entries (zero mean, unit variance) and returns the variance
     of their dot products, one float per D. Theory: Var(q·k) = D, Var(q·k / √D) = 1.
     """
-    dims = _check_dims(dims)
-    num_pairs = _check_positive_int(num_pairs, "num_pairs")
+    require(isinstance(dims, Sequence) and not isinstance(dims, (str, bytes))
+            and len(dims) > 0,
+            f"dims must be a non-empty sequence of positive integers, got {describe(dims)}")
+    dims = [check_int(size, "every entry of dims", 1) for size in dims]
+    num_pairs = check_int(num_pairs, "num_pairs", 1)
     if num_pairs < 2:
         raise ValueError(f"num_pairs must be at least 2 to estimate a variance, got {num_pairs}")
+    require(isinstance(scaled, bool), f"scaled must be True or False, got {describe(scaled)}")
+    seed = check_int(seed, "seed")
     generator = torch.Generator().manual_seed(seed)
     variances = []
     for d in dims:
@@ -198,9 +194,14 @@ def softmax_saturation(dims: Sequence[int], *, num_queries: int = 1000, num_keys
     entropy, the largest weight and the Frobenius norm of the softmax Jacobian (mean and
     median). Returns one :class:`SaturationRow` per D.
     """
-    dims = _check_dims(dims)
-    num_queries = _check_positive_int(num_queries, "num_queries")
-    num_keys = _check_positive_int(num_keys, "num_keys")
+    require(isinstance(dims, Sequence) and not isinstance(dims, (str, bytes))
+            and len(dims) > 0,
+            f"dims must be a non-empty sequence of positive integers, got {describe(dims)}")
+    dims = [check_int(size, "every entry of dims", 1) for size in dims]
+    num_queries = check_int(num_queries, "num_queries", 1)
+    num_keys = check_int(num_keys, "num_keys", 1)
+    require(isinstance(scaled, bool), f"scaled must be True or False, got {describe(scaled)}")
+    seed = check_int(seed, "seed")
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for d in dims:
@@ -221,44 +222,31 @@ def softmax_saturation(dims: Sequence[int], *, num_queries: int = 1000, num_keys
     return rows
 
 
-def time_call(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1) -> float:
-    """The fastest of ``repeats`` wall-clock timings of ``fn()``, in seconds, after
-    ``warmup`` untimed calls. The minimum is the least noisy estimate of the cost; it still
-    varies from run to run, so never print it where a notebook's outputs are compared.
-    """
-    repeats = _check_positive_int(repeats, "repeats")
-    if isinstance(warmup, bool) or not isinstance(warmup, numbers.Integral) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
-    for _ in range(warmup):
-        fn()
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def time_scorers(scorers: dict[str, Callable], lengths: Sequence[int], dim: int, *,
                  repeats: int = 3, seed: int = 0) -> dict[str, list[float]]:
     """Time each scoring function on a sequence scored against itself, for each length T.
 
     For each T in ``lengths`` it draws x of shape (T, D) (standard normal, from a generator
     seeded with ``seed``) and times ``score(x, x)``, which should return (T, T) scores, with
-    :func:`time_call` under ``torch.no_grad()``. ``scorers`` maps a name to a function
-    ``(queries (Q, D), keys (K, D)) -> scores (Q, K)``. Returns ``{name: [seconds per T]}``.
+    :func:`helpers.measure.time_call` (under ``torch.no_grad()``). ``scorers`` maps a name to
+    a function ``(queries (Q, D), keys (K, D)) -> scores (Q, K)``. Returns
+    ``{name: [seconds per T]}``.
     Wall-clock times: never print them where a notebook's outputs are compared.
     """
     if not isinstance(scorers, dict) or not scorers or not all(map(callable, scorers.values())):
         raise ValueError("scorers must be a non-empty dict of name -> callable(queries, keys), "
-                         f"got {scorers!r}")
-    lengths = _check_dims(lengths, "lengths")
-    dim = _check_positive_int(dim, "dim")
+                         f"got {describe(scorers)}")
+    require(isinstance(lengths, Sequence) and not isinstance(lengths, (str, bytes))
+            and len(lengths) > 0,
+            f"lengths must be a non-empty sequence of positive integers, got {describe(lengths)}")
+    lengths = [check_int(size, "every entry of lengths", 1) for size in lengths]
+    dim = check_int(dim, "dim", 1)
+    repeats = check_int(repeats, "repeats", 1)
+    seed = check_int(seed, "seed")
     generator = torch.Generator().manual_seed(seed)
     seconds: dict[str, list[float]] = {name: [] for name in scorers}
-    with torch.no_grad():
-        for length in lengths:
-            x = torch.randn(length, dim, generator=generator)  # (T, D): queries = keys
-            for name, score in scorers.items():
-                seconds[name].append(time_call(lambda: score(x, x), repeats=repeats))
+    for length in lengths:
+        x = torch.randn(length, dim, generator=generator)  # (T, D): queries = keys
+        for name, score in scorers.items():
+            seconds[name].append(time_call(lambda: score(x, x), repeats=repeats))
     return seconds

@@ -1,7 +1,9 @@
-"""Plot helpers: attention heatmaps. They return the figure and never call ``plt.show()``.
+"""Plot helpers: attention heatmaps, the multi-head diagram and a classifier's decision
+boundary. They return the figure and never call ``plt.show()``.
 
 A helper that creates a figure and then fails closes it before the error propagates, so a
 bad call never leaves an open figure behind (matplotlib keeps every open figure alive).
+Arguments are checked before any figure is made.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ import contextlib
 from typing import Sequence
 
 import matplotlib
-
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from torch import nn
 
-__all__ = ["heatmap", "multihead_diagram", "show_heatmaps", "to_numpy"]
+from helpers.checks import check_int, check_real, check_shape, check_tensor, describe, require
+from helpers.tasks.classification import decision_grid
+
+__all__ = ["heatmap", "multihead_diagram", "show_heatmaps", "to_numpy", "plot_decision_boundary"]
 
 
 @contextlib.contextmanager
@@ -30,10 +35,23 @@ def _closed_on_error(fig):
 
 
 def to_numpy(matrix) -> np.ndarray:
-    """Return ``matrix`` (tensor, array or nested list) as a float NumPy array, detached."""
+    """Return ``matrix`` (tensor, array or nested list of real numbers) as a float64 NumPy
+    array, detached; ValueError for anything else (strings, ragged lists, complex values)."""
     if isinstance(matrix, torch.Tensor):
+        if matrix.is_complex():
+            raise ValueError(f"matrix must hold real numbers, got dtype {matrix.dtype}")
         return matrix.detach().cpu().to(torch.float64).numpy()
-    return np.asarray(matrix, dtype=np.float64)
+    if isinstance(matrix, (str, bytes)) or matrix is None:
+        raise ValueError(f"matrix must be a tensor, an array or a nested list of numbers, "
+                         f"got {describe(matrix)}")
+    try:
+        array = np.asarray(matrix)
+        if not np.iscomplexobj(array):
+            return array.astype(np.float64)
+    except (TypeError, ValueError, RuntimeError):  # RuntimeError: a list of grad tensors
+        raise ValueError(f"matrix must be a tensor, an array or a nested list of numbers "
+                         f"(rows of equal length), got {describe(matrix)}") from None
+    raise ValueError(f"matrix must hold real numbers, got {describe(matrix)}")
 
 
 def _is_matrix(item) -> bool:
@@ -42,6 +60,25 @@ def _is_matrix(item) -> bool:
         return to_numpy(item).ndim == 2
     except (ValueError, TypeError):  # a row of matrices of different shapes
         return False
+
+
+def _check_limits(vmin, vmax) -> tuple[float | None, float | None]:
+    """The colour limits, each None or a finite number (or 0-d real tensor), vmin <= vmax
+    when both are given; returned as floats (or None)."""
+    limits = []
+    for name, value in (("vmin", vmin), ("vmax", vmax)):
+        if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_complex():
+            value = value.item()
+        limits.append(None if value is None else check_real(value, name))
+    low, high = limits
+    if low is not None and high is not None:
+        require(low <= high, f"vmin must not exceed vmax, got vmin={low!r}, vmax={high!r}")
+    return low, high
+
+
+def _check_axes(ax) -> None:
+    require(ax is None or isinstance(ax, matplotlib.axes.Axes),
+            f"ax must be a matplotlib Axes or None, got {describe(ax)}")
 
 
 def heatmap(
@@ -67,7 +104,8 @@ def heatmap(
         ax: the axes to draw into; a new figure is made when ``None``.
         xlabel, ylabel, title: axis labels and title.
         cmap: a perceptually uniform colormap name (``viridis`` by default).
-        vmin, vmax: colour limits; ``vmax=None`` takes the matrix maximum.
+        vmin, vmax: colour limits, finite numbers or None, vmin <= vmax; ``vmax=None``
+            takes the matrix maximum.
         colorbar: add a colour bar.
         xticklabels, yticklabels: optional tick labels (one per column / row).
         annotate: write each value in its cell (for small matrices).
@@ -79,6 +117,10 @@ def heatmap(
     data = to_numpy(matrix)
     if data.ndim != 2:
         raise ValueError(f"matrix must be 2-D (Q, K), got shape {tuple(data.shape)}")
+    vmin, vmax = _check_limits(vmin, vmax)
+    _check_axes(ax)
+    require(isinstance(fmt, str), f"fmt must be a format string such as '{{:.2f}}', "
+                                  f"got {describe(fmt)}")
     for labels, size, name in ((xticklabels, data.shape[1], "xticklabels: one per column"),
                                (yticklabels, data.shape[0], "yticklabels: one per row")):
         if labels is not None and len(labels) != size:
@@ -148,6 +190,14 @@ def show_heatmaps(
         rows = [[to_numpy(m) for m in row] for row in rows]
     if not rows or not rows[0]:
         raise ValueError("grid must hold at least one matrix")
+    for r, row in enumerate(rows):
+        for c, m in enumerate(row):
+            if m.ndim != 2:
+                raise ValueError(f"grid[{r}][{c}] must be a 2-D (Q, K) matrix, got shape "
+                                 f"{tuple(m.shape)}")
+            if m.size == 0:
+                raise ValueError(f"grid[{r}][{c}] must not be empty, got shape {m.shape}")
+    vmin, vmax = _check_limits(vmin, vmax)
     if titles is not None and titles and isinstance(titles[0], str):
         titles = [titles]
     num_rows, num_cols = len(rows), max(len(r) for r in rows)
@@ -194,8 +244,9 @@ def multihead_diagram(num_heads: int = 3, ax: matplotlib.axes.Axes | None = None
     Returns:
         The matplotlib figure holding ``ax``.
     """
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or not 1 <= num_heads <= 8:
-        raise ValueError(f"num_heads must be an int from 1 to 8, got {num_heads!r}")
+    num_heads = check_int(num_heads, "num_heads", 1)
+    require(num_heads <= 8, f"num_heads must be an int from 1 to 8, got {num_heads!r}")
+    _check_axes(ax)
     if ax is None:
         fig, ax = plt.subplots(figsize=(9.0, 0.4 + 0.75 * num_heads))
     fig = ax.figure
@@ -230,3 +281,52 @@ def multihead_diagram(num_heads: int = 3, ax: matplotlib.axes.Axes | None = None
     arrow((7.8, middle), (8.25, middle))
     arrow((9.25, middle), (9.7, middle))
     return fig
+
+
+def plot_decision_boundary(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                           ax: matplotlib.axes.Axes | None = None, *, resolution: int = 100,
+                           title: str | None = None,
+                           colorbar: bool = True) -> matplotlib.figure.Figure:
+    """Shade P(class 1) over the plane, draw the 0.5 contour and the labelled points.
+
+    Args:
+        model: a binary classifier on 2-D inputs (see
+            :func:`helpers.tasks.classification.decision_grid`).
+        x: points (N, 2), floating, N >= 1; y: labels (N,) in {0, 1} (class 0 white
+            circles, class 1 black triangles).
+        ax: the axes to draw into; a new figure is made when ``None``.
+        resolution: grid points per axis; title: the panel title; colorbar: add one.
+
+    Returns:
+        The figure holding ``ax``.
+    """
+    check_tensor(x, "x", "(N, 2)", floating=True)
+    check_shape(x, (None, 2))
+    check_tensor(y, "y", "(N,)")
+    check_shape(y, (x.shape[0],))
+    require(not y.is_complex() and bool(((y == 0) | (y == 1)).all()),
+            "y must hold the labels 0 and 1 only")
+    resolution = check_int(resolution, "resolution", 1)
+    _check_axes(ax)
+    xx, yy, probs = decision_grid(model, x, resolution)  # checks the model and x
+    created = None
+    if ax is None:
+        created, ax = plt.subplots(figsize=(4.5, 3.6))
+    with _closed_on_error(created):
+        shading = ax.contourf(xx, yy, probs, levels=torch.linspace(0, 1, 11).tolist(),
+                              cmap="viridis", alpha=0.75)
+        if 0 < probs.min() < 0.5 < probs.max():
+            ax.contour(xx, yy, probs, levels=[0.5], colors="white", linewidths=2)
+        # class 0 lies on the dark end of viridis, class 1 on the bright end
+        for label, marker, face, edge in ((0, "o", "white", "black"),
+                                          (1, "^", "black", "white")):
+            points = x[y == label]
+            ax.scatter(points[:, 0], points[:, 1], s=16, marker=marker, c=face,
+                       edgecolors=edge, linewidths=0.5, label=f"class {label}")
+        ax.set_xlabel("$x_1$")
+        ax.set_ylabel("$x_2$")
+        if title:
+            ax.set_title(title)
+        if colorbar:
+            ax.figure.colorbar(shading, ax=ax, label="P(class 1)")
+    return ax.figure
