@@ -107,9 +107,28 @@ def test_every_widget_view_has_saved_state(path):
     missing = [v for v in views if v not in state]
     assert not missing, f"{path.name}: widget views without saved state (blank in the book)"
     kinds = {m["model_name"] for m in state.values()}
-    assert {"SelectionSliderModel", "StackModel", "ImageModel", "LinkModel"} <= kinds, (
-        f"{path.name}: live figures must be SelectionSlider + jslink + Stack of Images, "
+    assert {"SelectionSliderModel", "StackModel", "HTMLModel", "LinkModel"} <= kinds, (
+        f"{path.name}: live figures must be SelectionSlider + jslink + Stack of HTML frames, "
         f"found {sorted(kinds)}")
+    frames = [m["state"]["value"] for m in state.values() if m["model_name"] == "HTMLModel"]
+    assert all(f.startswith('<img src="data:image/png;base64,') and ' alt="' in f
+               for f in frames), f"{path.name}: every frame is one <img> with alt text"
+    bundles = [out["data"] for cell in nb["cells"] for out in cell.get("outputs", [])
+               if WIDGET_VIEW in out.get("data", {})]
+    assert all("image/png" in b for b in bundles), (
+        f"{path.name}: every live figure's output carries its first frame as image/png, so "
+        f"clients without widgets (untrusted, GitHub, nbviewer) show a picture")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_no_progress_bar_text_is_saved(path):
+    nb = _load(path)
+    texts = ["".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+             for cell in nb["cells"] for out in cell.get("outputs", [])]
+    state = json.dumps(nb.get("metadata", {}).get("widgets", {}))
+    assert not any(re.search(r"\d+%\|", t) for t in texts), f"{path.name}: a progress bar"
+    assert "it/s]" not in state and "FloatProgressModel" not in state, (
+        f"{path.name}: a progress bar in the saved widget state")
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))

@@ -12,13 +12,18 @@ chooses which frame is shown. How it is shown depends on the ipywidgets the kern
   readout and frames; it needs the running kernel, which Colab always has.
 
 Frames are matplotlib PNGs saved without the ``Software`` chunk (byte-stable from run to
-run) and palette-quantised to 256 colours (about half the size). Each Image widget holds
-its frame as a ``data:`` URL so that switching frames paints in the next display frame.
+run) and palette-quantised to 256 colours (about half the size). On ipywidgets 8 each frame
+is an ``HTML`` widget holding one ``<img>`` with a ``data:`` URL (base64 once, in the saved
+state, and painted in the next display frame when the slider moves) and an ``alt`` text
+naming what the frame shows and at which parameter value. A live figure's output also
+carries its first frame as a plain ``image/png``, so a client that does not render widgets
+(an untrusted notebook, GitHub's viewer, nbviewer) shows a picture, not the text form.
 """
 
 from __future__ import annotations
 
 import base64
+import html
 import io
 from typing import Callable, Sequence
 
@@ -33,6 +38,7 @@ __all__ = [
     "KERNEL_FREE",
     "LiveFigure",
     "figure_to_png",
+    "figure_words",
     "png_data_url",
     "slider_figure",
     "slider_figure_2d",
@@ -41,6 +47,10 @@ __all__ = [
 ]
 
 DEFAULT_DPI = 80
+
+# The label's tooltip trait: ``tooltip`` on ipywidgets 8, ``description_tooltip`` on 7.
+_TOOLTIP = ("tooltip" if "tooltip" in widgets.SelectionSlider.class_trait_names()
+            else "description_tooltip")
 
 #: True when the installed ipywidgets (8 or newer) has ``Stack``: frames are switched by a
 #: jslink in the browser, with no kernel. False on ipywidgets 7 (Colab): the kernel swaps
@@ -75,11 +85,23 @@ class LiveFigure(widgets.VBox):
     parameter values, so tests and chapters can inspect what the widget will show.
     """
 
-    def __init__(self, children, *, frames, values, descriptions, **kwargs):
+    def __init__(self, children, *, frames, values, descriptions, alts, first_frame, **kwargs):
         super().__init__(children=children, **kwargs)
         self.frames = frames
         self.values = values
         self.descriptions = descriptions
+        self.alts = alts  # the alt text of every frame, nested like ``frames``
+        self.first_frame = first_frame  # the PNG shown before any slider moves
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget view, its text form and the first frame as ``image/png``: a client
+        that cannot show the widget (untrusted notebook, GitHub, nbviewer) shows the picture."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, tuple):  # (data, metadata)
+            bundle[0]["image/png"] = base64.b64encode(self.first_frame).decode("ascii")
+        elif isinstance(bundle, dict):
+            bundle["image/png"] = base64.b64encode(self.first_frame).decode("ascii")
+        return bundle
 
     def __repr__(self) -> str:  # shown as text/plain: keep it short and deterministic
         sizes = " x ".join(str(len(v)) for v in self.values)
@@ -106,18 +128,43 @@ def _initial_index(values: Sequence, initial) -> int:
     raise ValueError(f"initial must be one of values {list(values)}, got {initial!r}")
 
 
-def png_data_url(png: bytes) -> bytes:
-    """``png`` as a ``data:image/png;base64,...`` URL (bytes, as ``widgets.Image`` stores it)."""
-    return b"data:image/png;base64," + base64.b64encode(png)
+def png_data_url(png: bytes) -> str:
+    """``png`` as a ``data:image/png;base64,...`` URL."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def _image(png: bytes) -> widgets.Image:
-    # A data URL, not format="png": the Stack re-creates the visible Image view on every
-    # move, and a PNG value is shown through a fresh blob: URL that the browser loads
-    # asynchronously, so a blank frame is painted first (~30 ms to the new picture,
-    # measured). A data: URL is loaded synchronously and shows in the next frame (~4 ms).
-    return widgets.Image(value=png_data_url(png), format="url",
-                         layout=widgets.Layout(max_width="100%"))
+def figure_words(fig) -> str:
+    """What ``fig`` shows, in its own words, for alt text: its titles and axis labels.
+
+    E.g. ``"attention weights (queries against keys)"``; panels are joined with "; ".
+    Colour bars are left out.
+    """
+    parts = []
+    suptitle = fig.get_suptitle() if hasattr(fig, "get_suptitle") else ""
+    if suptitle:
+        parts.append(suptitle)
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        title = " ".join(t for t in (ax.get_title("left"), ax.get_title(),
+                                     ax.get_title("right")) if t)
+        xlabel, ylabel = ax.get_xlabel(), ax.get_ylabel()
+        axes = f"{ylabel} against {xlabel}" if xlabel and ylabel else (xlabel or ylabel)
+        text = " ".join(w for w in (title or "a plot", f"({axes})" if axes else "") if w)
+        parts.append(text.replace("$", "").replace("\\", ""))
+    return "; ".join(parts) or "a figure"
+
+
+def _frame(png: bytes, alt: str) -> widgets.HTML:
+    # One <img> holding a data: URL. The Stack re-creates the visible view on every move; a
+    # data: URL is decoded synchronously and shows in the next frame (~4 ms, measured), where
+    # a blob: URL paints a blank frame first. Width and height are the PNG's, so the page
+    # does not reflow while it loads; CSS scales it down to the column.
+    with Image.open(io.BytesIO(png)) as image:
+        width, height = image.size
+    return widgets.HTML(value=(f'<img src="{png_data_url(png)}" alt="{html.escape(alt)}" '
+                               f'width="{width}" height="{height}" class="live-frame" '
+                               'style="max-width: 100%; height: auto">'))
 
 
 def _kernel_image(png: bytes) -> widgets.Image:
@@ -132,6 +179,7 @@ def _slider(values, description, fmt, initial) -> widgets.SelectionSlider:
         options=_format_options(values, fmt),
         index=_initial_index(values, initial),
         description=description,
+        **{_TOOLTIP: description},  # the label's title; unset, ipywidgets 8 writes "null"
         continuous_update=True,
         style={"description_width": "initial"},
         layout=widgets.Layout(width="min(520px, 100%)"),
@@ -162,9 +210,15 @@ def slider_figure(
         A :class:`LiveFigure` (a ``VBox``) holding the slider and a ``Stack`` of images.
     """
     slider = _slider(values, description, fmt, initial)
-    frames = [figure_to_png(render(v), dpi=dpi) for v in values]
+    labels = [text for text, _ in _format_options(values, fmt)]
+    frames, alts = [], []
+    for value, label in zip(values, labels):
+        fig = render(value)
+        alts.append(f"{figure_words(fig)}, at {description} = {label}")
+        frames.append(figure_to_png(fig, dpi=dpi))
     if KERNEL_FREE:
-        shown = widgets.Stack(children=[_image(f) for f in frames], selected_index=slider.index)
+        shown = widgets.Stack(children=[_frame(f, a) for f, a in zip(frames, alts)],
+                              selected_index=slider.index)
         widgets.jslink((slider, "index"), (shown, "selected_index"))
     else:
         shown = _kernel_image(frames[slider.index])
@@ -173,7 +227,7 @@ def slider_figure(
             shown.value = frames[change["new"]]
         slider.observe(show, names="index")
     return LiveFigure([slider, shown], frames=frames, values=[list(values)],
-                      descriptions=[description])
+                      descriptions=[description], alts=alts, first_frame=frames[slider.index])
 
 
 def slider_figure_2d(
@@ -195,7 +249,17 @@ def slider_figure_2d(
     """
     slider_a = _slider(values_a, descriptions[0], fmts[0], initial[0])
     slider_b = _slider(values_b, descriptions[1], fmts[1], initial[1])
-    frames = [[figure_to_png(render(a, b), dpi=dpi) for b in values_b] for a in values_a]
+    labels_a = [text for text, _ in _format_options(values_a, fmts[0])]
+    labels_b = [text for text, _ in _format_options(values_b, fmts[1])]
+    frames, alts = [], []
+    for a, label_a in zip(values_a, labels_a):
+        frames.append([]), alts.append([])
+        for b, label_b in zip(values_b, labels_b):
+            fig = render(a, b)
+            alts[-1].append(f"{figure_words(fig)}, at {descriptions[0]} = {label_a} and "
+                            f"{descriptions[1]} = {label_b}")
+            frames[-1].append(figure_to_png(fig, dpi=dpi))
+    first_frame = frames[slider_a.index][slider_b.index]
     if not KERNEL_FREE:
         shown = _kernel_image(frames[slider_a.index][slider_b.index])
 
@@ -205,17 +269,18 @@ def slider_figure_2d(
         slider_b.observe(show, names="index")
         return LiveFigure([slider_a, slider_b, shown], frames=frames,
                           values=[list(values_a), list(values_b)],
-                          descriptions=list(descriptions))
+                          descriptions=list(descriptions), alts=alts, first_frame=first_frame)
     inner = []
-    for row in frames:
-        stack = widgets.Stack(children=[_image(f) for f in row], selected_index=slider_b.index)
+    for row, row_alts in zip(frames, alts):
+        stack = widgets.Stack(children=[_frame(f, a) for f, a in zip(row, row_alts)],
+                              selected_index=slider_b.index)
         widgets.jslink((slider_b, "index"), (stack, "selected_index"))
         inner.append(stack)
     outer = widgets.Stack(children=inner, selected_index=slider_a.index)
     widgets.jslink((slider_a, "index"), (outer, "selected_index"))
     return LiveFigure([slider_a, slider_b, outer], frames=frames,
                       values=[list(values_a), list(values_b)],
-                      descriptions=list(descriptions))
+                      descriptions=list(descriptions), alts=alts, first_frame=first_frame)
 
 
 def _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize):
