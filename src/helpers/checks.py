@@ -27,6 +27,7 @@ __all__ = [
     "check_probability",
     "check_tensor",
     "check_bool_mask",
+    "check_head_mask",
     "describe",
 ]
 
@@ -161,3 +162,27 @@ def check_bool_mask(mask, name: str = "mask", *, shape: str | None = None,
         raise ValueError(f"{name} must be {ndim}-D {shape or ''}".rstrip()
                          + f", got shape {tuple(mask.shape)}")
     return mask
+
+
+def check_head_mask(mask, name: str, shape: Sequence[int]) -> torch.Tensor:
+    """``mask`` as a bool mask of the rank of multi-head weights ``shape`` = (B, H, Q, K).
+
+    The rule of :class:`helpers.multihead.MultiHeadAttention`, here so that a block can
+    check its masks under their own names: a 2-D mask is read as (Q, K), a 3-D one as
+    (B, Q|1, K) per example, shared by the heads (never as (H, Q, K), even when B == H), a
+    4-D one as (B|1, H|1, Q|1, K|1); it must broadcast to ``shape``. Returns the mask with
+    a head axis inserted if it was 3-D (a view, nothing expanded).
+    """
+    check_bool_mask(mask, name)
+    heads = mask[:, None] if mask.dim() == 3 else mask  # (B, 1, Q|1, K): the heads share it
+    shape = torch.Size(shape)
+    try:
+        fits = heads.dim() <= 4 and torch.broadcast_shapes(heads.shape, shape) == shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{name} of shape {tuple(mask.shape)} must broadcast to the weights' "
+                         f"shape (B, H, Q, K) = {tuple(shape)}; e.g. (Q, K), (B, 1, K) or "
+                         f"(B, 1, 1, K) (a (B, K) padding mask as mask[:, None, None, :]), "
+                         f"(B, Q, K) or (B, 1, Q, K)")
+    return heads

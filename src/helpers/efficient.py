@@ -59,6 +59,11 @@ class OnlineSoftmaxState:
                 f"shape must be a tuple of sizes (…, 1) ending in 1, got {shape!r}")
         require(isinstance(dtype, torch.dtype) and dtype.is_floating_point,
                 f"dtype must be a floating torch.dtype, got {dtype!r}")
+        try:
+            device = None if device is None else torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"device must be a torch.device or a device string such as "
+                             f"'cpu', got {device!r}") from None
         return cls(torch.full(tuple(shape), NEG_INF, dtype=dtype, device=device),
                    torch.zeros(tuple(shape), dtype=dtype, device=device))
 

@@ -92,6 +92,9 @@ def _check_inputs(queries, keys, values, mask):
                          f"{tuple(keys.shape)} and values of shape {tuple(values.shape)}")
     if keys.shape[0] == 0:
         raise ValueError("keys must hold at least one key, got shape (0,)")
+    for name, positions in (("queries", queries), ("keys", keys)):
+        if bool(torch.isinf(positions).any()):  # an infinite distance: no weight is defined
+            raise ValueError(f"{name} must be finite positions, got ±inf")
     if mask is not None:
         check_bool_mask(mask, "mask")
         want = (queries.shape[0], keys.shape[0])
@@ -125,8 +128,9 @@ def nadaraya_watson(queries, keys, values, w=1.0, *, bandwidth=None, mask=None):
         row non-negative and summing to 1.
 
     Raises:
-        ValueError: wrong ranks, keys and values of different lengths, no keys, a
-            non-finite or non-positive ``w``/``bandwidth``, or a badly shaped mask.
+        ValueError: wrong ranks, keys and values of different lengths, no keys, ±inf
+            queries or keys, a non-finite or non-positive ``w``/``bandwidth``, or a badly
+            shaped mask.
     """
     queries, keys, values = _check_inputs(queries, keys, values, mask)
     w = _resolve_w(w, bandwidth)

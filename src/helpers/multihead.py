@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.checks import check_bool_mask, check_int, check_probability, check_tensor
+from helpers.checks import check_head_mask, check_int, check_probability, check_tensor, require
 
 __all__ = ["MultiHeadAttention"]
 
@@ -54,6 +54,7 @@ class MultiHeadAttention(nn.Module):
                              f"{self.num_heads} (each head gets d_model / num_heads features)")
         self.head_dim = self.d_model // self.num_heads
         self.dropout = check_probability(dropout)
+        require(isinstance(bias, bool), f"bias must be True or False, got {bias!r}")
         self.w_q = nn.Linear(self.d_model, self.d_model, bias=bias)
         self.w_k = nn.Linear(self.d_model, self.d_model, bias=bias)
         self.w_v = nn.Linear(self.d_model, self.d_model, bias=bias)
@@ -95,24 +96,9 @@ class MultiHeadAttention(nn.Module):
                              f"of shape {tuple(keys.shape)} and values {tuple(values.shape)}")
 
     def _head_mask(self, mask, shape: torch.Size) -> torch.Tensor:
-        """The mask with the rank of the weights (B, H, Q, K), nothing expanded.
-
-        A 2-D mask is read as (Q, K), a 3-D one as (B, Q|1, K) per example, shared by the
-        heads (never as (H, Q, K), even when B == H), a 4-D one as (B|1, H|1, Q|1, K|1).
-        """
-        check_bool_mask(mask, "mask")
-        if mask.dim() == 3:
-            mask = mask[:, None]  # (B, 1, Q|1, K): the heads share it
-        try:
-            fits = mask.dim() <= 4 and torch.broadcast_shapes(mask.shape, shape) == shape
-        except RuntimeError:
-            fits = False
-        if not fits:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} must broadcast to the weights' "
-                             f"shape (B, H, Q, K) = {tuple(shape)}; e.g. (Q, K), (B, 1, K) or "
-                             f"(B, 1, 1, K) (a (B, K) padding mask as mask[:, None, None, :]), "
-                             f"(B, Q, K) or (B, 1, Q, K)")
-        return mask
+        """The mask with the rank of the weights (B, H, Q, K), nothing expanded: the rule of
+        :func:`helpers.checks.check_head_mask` (2-D is (Q, K), 3-D is (B, Q|1, K))."""
+        return check_head_mask(mask, "mask", shape)
 
     def _project(self, queries, keys, values):
         """``w_q(queries), w_k(keys), w_v(values)``. In self-attention (one tensor for all

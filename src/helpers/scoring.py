@@ -29,19 +29,23 @@ __all__ = [
 ]
 
 _SHAPES = {"queries": "Q", "keys": "K", "values": "K"}
+_NO_VALUES = object()  # scores(queries, keys) has no values (None is a bad value)
 
 
-def _check_inputs(queries, keys, values=None) -> None:
+def _check_inputs(queries, keys, values=_NO_VALUES) -> None:
     """Raise ValueError unless queries, keys (and values) are floating 2-D to 4-D tensors
-    with matching K and broadcastable leading axes."""
+    of one dtype with matching K and broadcastable leading axes."""
     named = [("queries", queries), ("keys", keys)]
-    if values is not None:
+    if values is not _NO_VALUES:
         named.append(("values", values))
     for name, tensor in named:
         letter = _SHAPES[name]
         check_tensor(tensor, name, f"({letter}, D), (B, {letter}, D) or (B, H, {letter}, D)",
                      ndim=(2, 3, 4), floating=True)
-    if values is not None and keys.shape[-2] != values.shape[-2]:
+        if tensor.dtype != queries.dtype:
+            raise ValueError(f"{name} must have queries' dtype {queries.dtype}, got dtype "
+                             f"{tensor.dtype}")
+    if values is not _NO_VALUES and keys.shape[-2] != values.shape[-2]:
         raise ValueError(f"keys and values must hold the same number of keys K, got keys of "
                          f"shape {tuple(keys.shape)} and values of shape {tuple(values.shape)}")
     try:

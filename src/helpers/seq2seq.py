@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from helpers.checks import check_int, check_tensor, require
+from helpers.checks import check_head_mask, check_int, check_tensor, require
 from helpers.masks import causal_mask, valid_length_mask
 from helpers.positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 from helpers.transformer import DecoderBlock, EncoderBlock, LayerNorm
@@ -117,6 +117,11 @@ class Seq2SeqTransformer(nn.Module):
         lists of (B, H, T, T) and (B, H, T, S), one per decoder layer. ``src_mask``: optional
         bool mask broadcastable to (B, H, T, S), as :meth:`encode` returns it."""
         x = self._embed(tgt_in, self.tgt_embedding, "tgt_in")  # (B, T, D)
+        if src_mask is not None:  # checked here, under its own name: (B, H, T, S)
+            check_tensor(memory, "memory", "(B, S, D)", ndim=3)
+            heads = self.decoder_layers[0].cross_attn.num_heads
+            check_head_mask(src_mask, "src_mask",
+                            (tgt_in.shape[0], heads, tgt_in.shape[1], memory.shape[1]))
         self_mask = causal_mask(tgt_in.shape[1], device=tgt_in.device)  # (T, T)
         self_weights, cross_weights = [], []
         for layer in self.decoder_layers:

@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from helpers.checks import (check_bool_mask, check_int, check_probability, check_real,
-                            check_tensor, require)
+from helpers.checks import (check_bool_mask, check_head_mask, check_int, check_probability,
+                            check_real, check_tensor, require)
 from helpers.multihead import MultiHeadAttention
 
 __all__ = ["PositionWiseFFN", "LayerNorm", "batch_norm_tokens", "AddNorm", "EncoderBlock",
@@ -216,6 +216,10 @@ class EncoderBlock(_Block):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         _check_features(x, "x", self.d_model)
+        check_tensor(x, "x", "(B, T, D)", dtype=self.self_attn.w_o.weight.dtype)
+        if mask is not None:
+            check_head_mask(mask, "mask", (x.shape[0], self.self_attn.num_heads, x.shape[1],
+                                           x.shape[1]))
         # 1) self-attention: every position looks at every (unmasked) position
         x, weights = self._sublayer(self.add_norm1, x,
                                     lambda h: self.self_attn(h, h, h, mask))  # (B, T, D)
@@ -270,9 +274,16 @@ class DecoderBlock(_Block):
                 self_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None):
         _check_features(x, "x", self.d_model)
         _check_features(memory, "memory", self.d_model, "(B, S, D)")
+        check_tensor(x, "x", "(B, T, D)", dtype=self.self_attn.w_o.weight.dtype)
+        check_tensor(memory, "memory", "(B, S, D)", dtype=self.cross_attn.w_o.weight.dtype)
         if memory.shape[0] != x.shape[0]:
             raise ValueError(f"memory must have x's batch size B={x.shape[0]}, got shape "
                              f"{tuple(memory.shape)}")
+        (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.num_heads
+        if self_mask is not None:
+            check_head_mask(self_mask, "self_mask", (B, H, T, T))
+        if memory_mask is not None:
+            check_head_mask(memory_mask, "memory_mask", (B, H, T, S))
         # 1) masked self-attention over the target prefix
         x, self_weights = self._sublayer(
             self.add_norm1, x, lambda h: self.self_attn(h, h, h, self_mask))  # (B, T, D)
