@@ -300,6 +300,9 @@ entry("checks.check_real", checks.check_real,
 entry("checks.check_probability", checks.check_probability, lambda s: dict(value=0.1, name="p"),
       bad={"value": PROBS}, names={"value": "p"},
       nums={"value": Num(False, low=0.0, high=1.0, high_open=True)})
+entry("checks.check_bool", checks.check_bool, lambda s: dict(value=True, name="flag"),
+      bad={"value": ["False", "True", 0, 1, 1.0, None, [True], torch.tensor(True)]},
+      names={"value": "flag"})
 entry("checks.check_tensor", checks.check_tensor,
       lambda s: dict(value=r(2, 3, 4), name="q", shape="(B, Q, D)", ndim=3, floating=True,
                      size={-1: 4}),

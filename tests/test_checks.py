@@ -221,3 +221,12 @@ def test_all_checks_raise_value_error_only():
     for call in calls:
         with pytest.raises(ValueError):
             call()
+
+
+def test_check_bool_takes_python_and_numpy_bools_only():
+    from helpers.checks import check_bool
+    assert check_bool(True, "flag") is True
+    assert check_bool(np.bool_(False), "flag") is False
+    for bad in ("False", 0, 1, None, 1.0):
+        with pytest.raises(ValueError, match="flag must be True or False"):
+            check_bool(bad, "flag")

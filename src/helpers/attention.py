@@ -26,8 +26,8 @@ import math
 import torch
 from torch.nn import functional as F
 
-from helpers.checks import (check_bool_mask, check_probability, check_real, check_tensor,
-                            require)
+from helpers.checks import (check_bool, check_bool_mask, check_probability, check_real,
+                            check_tensor)
 
 __all__ = ["masked_softmax", "attend", "scaled_dot_product_attention"]
 
@@ -109,7 +109,7 @@ def attend(scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None
     check_tensor(scores, "scores", "(…, Q, K)", ndim=_ANY_RANK_FROM_2, floating=True)
     check_tensor(values, "values", "(…, K, Dv)", ndim=_ANY_RANK_FROM_2, dtype=scores.dtype)
     dropout = check_probability(dropout)
-    require(isinstance(training, bool), f"training must be True or False, got {training!r}")
+    check_bool(training, "training")
     if values.shape[-2] != scores.shape[-1]:
         raise ValueError(f"values must hold one row per key: scores of shape "
                          f"{tuple(scores.shape)} have K={scores.shape[-1]} keys, values of "

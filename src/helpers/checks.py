@@ -25,6 +25,7 @@ __all__ = [
     "check_int",
     "check_real",
     "check_probability",
+    "check_bool",
     "check_tensor",
     "check_bool_mask",
     "check_head_mask",
@@ -107,6 +108,14 @@ def check_real(value, name: str, *, minimum: float | None = None, maximum: float
             wanted = "a finite real number"
         raise ValueError(f"{name} must be {wanted}, got {describe(value)}")
     return float(value)
+
+
+def check_bool(value, name: str) -> bool:
+    """``value`` as a ``bool`` if it is one (Python's or NumPy's): never a truthy stand-in
+    such as ``"False"``, ``0`` or ``None``, which would read as the wrong flag."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {describe(value)}")
+    return bool(value)
 
 
 def check_probability(value, name: str = "dropout") -> float:

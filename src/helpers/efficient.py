@@ -24,7 +24,8 @@ import torch
 from torch.nn import functional as F
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.checks import check_bool_mask, check_int, check_real, check_tensor, require
+from helpers.checks import (check_bool, check_bool_mask, check_int, check_real, check_tensor,
+                            require)
 from helpers.masks import causal_mask
 
 __all__ = ["OnlineSoftmaxState", "online_softmax_update", "online_softmax", "naive_attention",
@@ -134,7 +135,7 @@ def _check_qkv(q, k, v) -> torch.Size:
 def _full_mask(mask, is_causal, lead: torch.Size, num_queries: int, num_keys: int, device):
     """The bool mask (…, Q, K) (a broadcast view, nothing copied) combining ``mask`` and the
     top-left causal mask, or None; ``mask`` must broadcast to the scores' shape."""
-    require(isinstance(is_causal, bool), f"is_causal must be True or False, got {is_causal!r}")
+    check_bool(is_causal, "is_causal")
     if mask is not None:
         check_bool_mask(mask, "mask")
         shape = torch.Size((*lead, num_queries, num_keys))
@@ -192,7 +193,7 @@ def tiled_attention(q, k, v, mask=None, is_causal=False, block_size=128,
         query_block_size, "query_block_size", minimum=1)
     scale = _scale(scale, q)
     full_mask = _full_mask(mask, False, lead, num_queries, num_keys, q.device)
-    require(isinstance(is_causal, bool), f"is_causal must be True or False, got {is_causal!r}")
+    check_bool(is_causal, "is_causal")
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     outs = []
     for q0 in range(0, num_queries, query_block_size):
@@ -262,7 +263,7 @@ def linear_attention(q, k, v, feature_map=elu_feature_map, causal=False) -> torc
     gets a zero output, as a query that may attend no key."""
     _check_qkv(q, k, v)
     require(callable(feature_map), f"feature_map must be a callable, got {feature_map!r}")
-    require(isinstance(causal, bool), f"causal must be True or False, got {causal!r}")
+    check_bool(causal, "causal")
     if causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(f"causal linear attention needs Q == K, got q {tuple(q.shape)} "
                          f"and k {tuple(k.shape)}")

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from helpers.checks import check_bool_mask, check_int, describe
+from helpers.checks import check_bool, check_bool_mask, check_int, describe
 
 __all__ = [
     "valid_length_mask",
@@ -60,12 +60,6 @@ def _as_integer_tensor(value, name: str, shape: str) -> torch.Tensor:
         raise ValueError(f"{name} must have an integer dtype, got dtype {value.dtype}")
     return value
 
-
-def _check_flag(value, name: str) -> bool:
-    """``value`` as a bool if it is one (a Python or NumPy bool), else ValueError."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {describe(value)}")
-    return bool(value)
 
 
 def valid_length_mask(valid_lens, num_keys: int,
@@ -200,8 +194,8 @@ def adjacency_mask(edges: Sequence[tuple[int, int]] | torch.Tensor, num_nodes: i
         A bool tensor of shape (N, N); True = may attend.
     """
     num_nodes = check_int(num_nodes, "num_nodes")
-    self_loops = _check_flag(self_loops, "self_loops")
-    directed = _check_flag(directed, "directed")
+    self_loops = check_bool(self_loops, "self_loops")
+    directed = check_bool(directed, "directed")
     pairs = _as_integer_tensor(edges, "edges", "(E, 2)")
     if pairs.numel() == 0 and pairs.dim() == 1:
         pairs = pairs.reshape(0, 2)  # an empty list: no edges

@@ -21,7 +21,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.checks import check_head_mask, check_int, check_probability, check_tensor, require
+from helpers.checks import (check_bool, check_head_mask, check_int, check_probability,
+                            check_tensor)
 
 __all__ = ["MultiHeadAttention"]
 
@@ -54,7 +55,7 @@ class MultiHeadAttention(nn.Module):
                              f"{self.num_heads} (each head gets d_model / num_heads features)")
         self.head_dim = self.d_model // self.num_heads
         self.dropout = check_probability(dropout)
-        require(isinstance(bias, bool), f"bias must be True or False, got {bias!r}")
+        check_bool(bias, "bias")
         self.w_q = nn.Linear(self.d_model, self.d_model, bias=bias)
         self.w_k = nn.Linear(self.d_model, self.d_model, bias=bias)
         self.w_v = nn.Linear(self.d_model, self.d_model, bias=bias)

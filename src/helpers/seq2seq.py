@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from helpers.checks import check_head_mask, check_int, check_tensor, require
+from helpers.checks import check_bool, check_head_mask, check_int, check_tensor, require
 from helpers.masks import causal_mask, valid_length_mask
 from helpers.positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 from helpers.transformer import DecoderBlock, EncoderBlock, LayerNorm
@@ -51,8 +51,7 @@ class Seq2SeqTransformer(nn.Module):
         num_dec = check_int(num_decoder_layers, "num_decoder_layers", minimum=1)
         if not isinstance(positional, str) or positional not in ("sinusoidal", "learned"):
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}")
-        require(isinstance(norm_first, bool),
-                f"norm_first must be True or False, got {norm_first!r}")
+        check_bool(norm_first, "norm_first")
         self.src_embedding = nn.Embedding(vocab_size, d_model)
         self.tgt_embedding = nn.Embedding(vocab_size, d_model)
         for embedding in (self.src_embedding, self.tgt_embedding):
@@ -176,8 +175,7 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, max_len: int, bo
     bos = _token_id(bos, "bos", model.vocab_size)
     eos = None if eos is None else _token_id(eos, "eos", model.vocab_size)
     pad = _token_id(pad, "pad", model.vocab_size)
-    require(isinstance(return_attention, bool),
-            f"return_attention must be True or False, got {return_attention!r}")
+    check_bool(return_attention, "return_attention")
     was_training = model.training
     model.eval()
     try:

@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from helpers.checks import (check_bool_mask, check_head_mask, check_int, check_probability,
-                            check_real, check_tensor, require)
+from helpers.checks import (check_bool, check_bool_mask, check_head_mask, check_int,
+                            check_probability, check_real, check_tensor)
 from helpers.multihead import MultiHeadAttention
 
 __all__ = ["PositionWiseFFN", "LayerNorm", "batch_norm_tokens", "AddNorm", "EncoderBlock",
@@ -164,11 +164,6 @@ class _Block(nn.Module):
                 ours.eps = theirs.eps
 
 
-def _check_norm_first(norm_first) -> bool:
-    require(isinstance(norm_first, bool),
-            f"norm_first must be True or False, got {norm_first!r}")  # "False" reads as True
-    return norm_first
-
 
 def _torch_layer_settings(layer: nn.Module, kind: type, name: str) -> dict:
     """The constructor arguments of a block equal to an nn.Transformer*Layer."""
@@ -209,7 +204,7 @@ class EncoderBlock(_Block):
         self.ffn = PositionWiseFFN(d_model, ffn_hidden, dropout, activation)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.add_norm1, self.add_norm2 = AddNorm(d_model, dropout), AddNorm(d_model, dropout)
-        self.d_model, self.norm_first = int(d_model), _check_norm_first(norm_first)
+        self.d_model, self.norm_first = int(d_model), check_bool(norm_first, "norm_first")
 
     norm1 = property(lambda self: self.add_norm1.norm)
     norm2 = property(lambda self: self.add_norm2.norm)
@@ -264,7 +259,7 @@ class DecoderBlock(_Block):
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.add_norm1, self.add_norm2, self.add_norm3 = (AddNorm(d_model, dropout)
                                                           for _ in range(3))
-        self.d_model, self.norm_first = int(d_model), _check_norm_first(norm_first)
+        self.d_model, self.norm_first = int(d_model), check_bool(norm_first, "norm_first")
 
     norm1 = property(lambda self: self.add_norm1.norm)
     norm2 = property(lambda self: self.add_norm2.norm)

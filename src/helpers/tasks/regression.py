@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from helpers.checks import check_int, check_real, check_tensor, describe, require
+from helpers.checks import check_bool, check_int, check_real, check_tensor, describe, require
 from helpers.kernels import NWKernelRegression
 
 __all__ = ["RegressionData", "nadaraya_watson_data", "nw_target", "wiggly_target",
@@ -128,8 +128,7 @@ def train_nw(model: NWKernelRegression, x_train: torch.Tensor, y_train: torch.Te
             f"model must be an NWKernelRegression, got {describe(model)}")
     epochs = check_int(epochs, "epochs")
     lr = check_real(lr, "lr", minimum=0, exclusive_minimum=True)
-    require(isinstance(leave_one_out, bool),
-            f"leave_one_out must be True or False, got {describe(leave_one_out)}")
+    check_bool(leave_one_out, "leave_one_out")
     check_tensor(x_train, "x_train", "(N,)", floating=True)
     check_tensor(y_train, "y_train", "(N,)", floating=True)
     if x_train.dim() != 1 or tuple(y_train.shape) != tuple(x_train.shape):

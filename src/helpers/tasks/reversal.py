@@ -17,7 +17,7 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from helpers.checks import check_int, check_real, check_tensor, require
+from helpers.checks import check_bool, check_int, check_real, check_tensor, require
 from helpers.seq2seq import Seq2SeqTransformer, greedy_decode
 
 __all__ = ["PAD_ID", "BOS_ID", "EOS_ID", "FIRST_DIGIT", "VOCAB_SIZE", "reversal_batch",
@@ -140,7 +140,7 @@ def train_seq2seq(model: Seq2SeqTransformer, steps: int, batch_size: int = 64,
     lr = check_real(lr, "lr", minimum=0, exclusive_minimum=True)
     warmup = check_int(warmup_steps, "warmup_steps")
     seed = check_int(seed, "seed")
-    require(isinstance(progress, bool), f"progress must be True or False, got {progress!r}")
+    check_bool(progress, "progress")
     length, _ = _check_lengths(length, min_length)
     eval_every = 0 if eval_every is None else check_int(eval_every, "eval_every")
     if target_accuracy is not None:

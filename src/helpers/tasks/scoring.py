@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from helpers.checks import check_int, check_tensor, describe, require
+from helpers.checks import check_bool, check_int, check_tensor, describe, require
 from helpers.measure import attention_entropy, time_call
 
 __all__ = [
@@ -155,7 +155,7 @@ def dot_product_variance(dims: Sequence[int], num_pairs: int = 5_000, *,
     num_pairs = check_int(num_pairs, "num_pairs", 1)
     if num_pairs < 2:
         raise ValueError(f"num_pairs must be at least 2 to estimate a variance, got {num_pairs}")
-    require(isinstance(scaled, bool), f"scaled must be True or False, got {describe(scaled)}")
+    check_bool(scaled, "scaled")
     seed = check_int(seed, "seed")
     generator = torch.Generator().manual_seed(seed)
     variances = []
@@ -200,7 +200,7 @@ def softmax_saturation(dims: Sequence[int], *, num_queries: int = 1000, num_keys
     dims = [check_int(size, "every entry of dims", 1) for size in dims]
     num_queries = check_int(num_queries, "num_queries", 1)
     num_keys = check_int(num_keys, "num_keys", 1)
-    require(isinstance(scaled, bool), f"scaled must be True or False, got {describe(scaled)}")
+    check_bool(scaled, "scaled")
     seed = check_int(seed, "seed")
     generator = torch.Generator().manual_seed(seed)
     rows = []
