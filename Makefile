@@ -107,7 +107,7 @@ lab: $(VENV)/.installed
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=chapters
 
 # Every benchmark runs; the target fails at the end if any of them missed a budget.
-BENCHMARKS := build site attention multihead transformer efficient
+BENCHMARKS := build site figures attention multihead transformer efficient
 bench: book
 	@failed=""; for name in $(BENCHMARKS); do \
 		echo "== benchmarks/$$name.py"; \

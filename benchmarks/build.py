@@ -1,4 +1,4 @@
-"""Build and execution times of the book, against the budgets in DESIGN.md.
+"""Build and execution times of the book, against the budgets in README (*Budgets*).
 
     python benchmarks/build.py [--skip-build] [--skip-execute] [--toc FILE] [--json PATH]
                                [chapters/NN_name.ipynb ...]

@@ -16,10 +16,11 @@ from ipywidgets.widgets.widget import _instances  # noqa: E402
 from ipywidgets.widgets.widget_link import DirectionalLink, Link  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from helpers.figures.legibility import MIN_TEXT_PX, smallest_text_px  # noqa: E402
 from helpers.figures.widgets import (LiveFigure, figure_to_png, figure_words, png_data_url,  # noqa: E402
                                      slider_figure, slider_heatmap, slider_heatmap_2d)
 
-DPI = 30  # small frames keep the tests fast
+DPI = 66  # small frames keep the tests fast; 10-point text is 9.2 px, legible (>= 9 px)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -313,3 +314,96 @@ def test_figure_words_reads_titles_and_axis_labels():
     right.set(xlabel="x")
     assert figure_words(fig) == "weights (queries against keys); a plot (x)"
     plt.close(fig)
+
+
+# --- legibility: every frame's text at least MIN_TEXT_PX CSS px on a phone (natural size)
+
+
+def _text_figure(size_pt):
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.set_xticks([]), ax.set_yticks([])
+    ax.text(0.5, 0.5, "label", fontsize=size_pt)
+    return fig
+
+
+@pytest.mark.parametrize("size_pt, dpi, readable", [(8, 80, False), (7, 100, True),
+                                                    (8.5, 80, True), (10, 30, False)])
+def test_figure_to_png_refuses_text_under_nine_pixels(size_pt, dpi, readable):
+    fig = _text_figure(size_pt)
+    if readable:
+        assert figure_to_png(fig, dpi=dpi)[:8] == PNG_SIGNATURE
+    else:
+        with pytest.raises(ValueError, match=r"smallest text is .* px at dpi=.*at least 9 px"):
+            figure_to_png(fig, dpi=dpi)
+    assert not plt.fignum_exists(fig.number), "the figure is closed either way"
+
+
+def test_slider_figure_refuses_a_frame_with_small_text():
+    with pytest.raises(ValueError, match="at least 9 px"):
+        slider_figure(lambda v: _text_figure(6), [1, 2], description="x")
+    assert plt.get_fignums() == []
+
+
+def test_smallest_text_px_counts_only_drawn_text():
+    fig, ax = plt.subplots()
+    ax.set_xlim(0, 1), ax.set_ylim(0, 1)
+    ax.set_xticks([0, 1]), ax.set_yticks([])
+    ax.tick_params(labelsize=12)
+    ax.text(0.5, 0.5, "", fontsize=4)  # empty: never drawn
+    ax.text(0.5, 0.5, "hidden", fontsize=5).set_visible(False)
+    ax.text(5.0, 5.0, "outside the axes but drawn", fontsize=11, clip_on=False)
+    assert smallest_text_px(fig, dpi=72) == pytest.approx(11)
+    assert smallest_text_px(fig, dpi=144) == pytest.approx(22)
+    assert smallest_text_px(fig) == pytest.approx(11 * fig.dpi / 72)
+    empty = plt.figure()
+    assert smallest_text_px(empty) == float("inf")
+    with pytest.raises(ValueError, match="dpi"):
+        smallest_text_px(fig, dpi=0)
+    assert MIN_TEXT_PX == 9
+
+
+# --- pixel ratio: frames hold PIXEL_RATIO PNG pixels per CSS pixel and are shown at CSS size
+
+
+def _png_size(png):
+    with Image.open(io.BytesIO(png)) as image:
+        return image.size
+
+
+def test_frames_hold_two_png_pixels_per_css_pixel_and_say_their_css_size():
+    from helpers.figures.widgets import PIXEL_RATIO
+    assert PIXEL_RATIO == 2
+    live = slider_heatmap(matrix_for, VALUES, description="t", dpi=DPI, figsize=(4.0, 3.0))
+    _, stack = live.children
+    for png, frame in zip(live.frames, stack.children):
+        width, height = _png_size(png)
+        assert (width, height) == (round(4.0 * DPI * 2), round(3.0 * DPI * 2))
+        assert f'width="{round(width / 2)}" height="{round(height / 2)}"' in frame.value
+    data, metadata = live._repr_mimebundle_()
+    assert metadata["image/png"] == {"width": round(4.0 * DPI), "height": round(3.0 * DPI)}
+    single = slider_heatmap(matrix_for, VALUES, description="t", dpi=DPI, figsize=(4.0, 3.0),
+                            pixel_ratio=1)
+    assert _png_size(single.frames[0]) == (round(4.0 * DPI), round(3.0 * DPI))
+    assert single._repr_mimebundle_()[1]["image/png"]["width"] == round(4.0 * DPI)
+
+
+def test_kernel_path_shows_a_two_x_frame_at_its_css_width(kernel_path):
+    live = slider_heatmap(matrix_for, VALUES, description="t", dpi=DPI, figsize=(4.0, 3.0))
+    _, image = live.children
+    assert image.width == str(round(4.0 * DPI))
+
+
+def test_legibility_is_judged_at_the_css_resolution_not_the_png_one():
+    # 8 pt at 80 CSS dpi is 8.9 CSS px whatever the pixel ratio: refused at 1x and at 2x
+    for ratio in (1, 2):
+        with pytest.raises(ValueError, match="at least 9 px"):
+            figure_to_png(_text_figure(8), dpi=80, pixel_ratio=ratio)
+    assert _png_size(figure_to_png(_text_figure(9), dpi=80, pixel_ratio=2)) == (320, 240)
+
+
+@pytest.mark.parametrize("ratio", [0, 4, 1.5, True, "2"])
+def test_figure_to_png_rejects_bad_pixel_ratio(ratio):
+    fig = _text_figure(10)
+    with pytest.raises(ValueError, match="pixel_ratio must be 1, 2 or 3"):
+        figure_to_png(fig, pixel_ratio=ratio)
+    assert not plt.fignum_exists(fig.number)

@@ -16,7 +16,7 @@ from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 
 HERE = Path(__file__).resolve().parent
-REQUIRED = ["html-manager/embed.js", "mathjax/tex-chtml.js"]
+REQUIRED = ["widgets/embed.js", "mathjax/startup.js"]
 
 
 def _drop_thebe(app: Sphinx) -> None:

@@ -143,7 +143,7 @@ def heatmap(
         if annotate:
             threshold = (np.nanmax(data) + np.nanmin(data)) / 2
             for (i, j), value in np.ndenumerate(data):
-                ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8,
+                ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize="small",
                         color="black" if value > threshold else "white")
         if colorbar:
             fig.colorbar(image, ax=ax, shrink=0.85)

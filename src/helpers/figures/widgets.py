@@ -12,7 +12,8 @@ chooses which frame is shown. How it is shown depends on the ipywidgets the kern
   readout and frames; it needs the running kernel, which Colab always has.
 
 Frames are matplotlib PNGs saved without the ``Software`` chunk (byte-stable from run to
-run) and palette-quantised to 256 colours (about half the size). On ipywidgets 8 each frame
+run), palette-quantised to 256 colours (about half the size), with two PNG pixels per CSS
+pixel (:data:`PIXEL_RATIO`) so they stay sharp on high-density screens. On ipywidgets 8 each frame
 is an ``HTML`` widget holding one ``<img>`` with a ``data:`` URL (base64 once, in the saved
 state, and painted in the next display frame when the slider moves) and an ``alt`` text
 naming what the frame shows and at which parameter value. A live figure's output also
@@ -32,11 +33,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 from PIL import Image
 
+from helpers.figures.legibility import MIN_TEXT_PX, drawn_font_sizes
 from helpers.figures.plotting import heatmap, to_numpy
 
 __all__ = [
     "KERNEL_FREE",
     "LiveFigure",
+    "PIXEL_RATIO",
     "figure_to_png",
     "figure_words",
     "png_data_url",
@@ -46,7 +49,12 @@ __all__ = [
     "slider_heatmap_2d",
 ]
 
+#: CSS pixels per inch a frame is shown at: a 4.4-inch heatmap is 352 CSS px wide, and
+#: 10-point text is 11 CSS px tall (at least 9 px everywhere: :mod:`helpers.figures.legibility`).
 DEFAULT_DPI = 80
+#: PNG pixels per CSS pixel of a live figure's frames: 2, so they stay sharp on high-density
+#: screens (phones, laptops) for about 2.2 times the bytes of a 1x frame.
+PIXEL_RATIO = 2
 
 # The label's tooltip trait: ``tooltip`` on ipywidgets 8, ``description_tooltip`` on 7.
 _TOOLTIP = ("tooltip" if "tooltip" in widgets.SelectionSlider.class_trait_names()
@@ -58,17 +66,36 @@ _TOOLTIP = ("tooltip" if "tooltip" in widgets.SelectionSlider.class_trait_names(
 KERNEL_FREE: bool = int(widgets.__version__.split(".")[0]) >= 8
 
 
-def figure_to_png(fig, *, dpi: int = DEFAULT_DPI, colors: int = 256) -> bytes:
+def figure_to_png(fig, *, dpi: float = DEFAULT_DPI, pixel_ratio: int = 1,
+                  colors: int = 256) -> bytes:
     """Render ``fig`` to PNG bytes, quantised to a ``colors`` palette, and close it.
+
+    ``dpi`` is the resolution the figure is *shown* at, in CSS pixels per inch; the PNG holds
+    ``pixel_ratio`` pixels per CSS pixel (2 for high-density screens), i.e. it is saved at
+    ``dpi * pixel_ratio``. Show it at its size divided by ``pixel_ratio``.
+
+    Raises ValueError (the figure closed) when its smallest text would be under
+    :data:`helpers.figures.legibility.MIN_TEXT_PX` CSS pixels at ``dpi``.
 
     The same figure gives the same bytes on every run: matplotlib's ``Software`` metadata
     is dropped and Pillow writes no timestamp.
     """
     if not 2 <= colors <= 256:
+        plt.close(fig)
         raise ValueError(f"colors must be between 2 and 256, got {colors}")
+    if isinstance(pixel_ratio, bool) or pixel_ratio not in (1, 2, 3):
+        plt.close(fig)
+        raise ValueError(f"pixel_ratio must be 1, 2 or 3, got {pixel_ratio!r}")
     raw = io.BytesIO()
-    fig.savefig(raw, format="png", dpi=dpi, metadata={"Software": None})
+    with drawn_font_sizes() as sizes:
+        fig.savefig(raw, format="png", dpi=dpi * pixel_ratio, metadata={"Software": None})
     plt.close(fig)
+    smallest = min(sizes, default=float("inf")) * dpi / 72
+    if smallest < MIN_TEXT_PX:
+        raise ValueError(
+            f"the figure's smallest text is {smallest:.1f} px at dpi={dpi} ({min(sizes):g} pt); "
+            f"a frame needs at least {MIN_TEXT_PX:g} px to be readable on a phone, where it is "
+            f"shown at its natural size: raise the font size or the dpi")
     raw.seek(0)
     with Image.open(raw) as image:
         paletted = image.convert("RGB").quantize(
@@ -78,6 +105,13 @@ def figure_to_png(fig, *, dpi: int = DEFAULT_DPI, colors: int = 256) -> bytes:
     return out.getvalue()
 
 
+def _css_size(png: bytes, pixel_ratio: int) -> tuple[int, int]:
+    """The (width, height) in CSS pixels a frame of ``pixel_ratio`` is shown at."""
+    with Image.open(io.BytesIO(png)) as image:
+        width, height = image.size
+    return round(width / pixel_ratio), round(height / pixel_ratio)
+
+
 class LiveFigure(widgets.VBox):
     """A VBox of sliders over a Stack of frames, with a short, stable text form.
 
@@ -85,8 +119,10 @@ class LiveFigure(widgets.VBox):
     parameter values, so tests and chapters can inspect what the widget will show.
     """
 
-    def __init__(self, children, *, frames, values, descriptions, alts, first_frame, **kwargs):
+    def __init__(self, children, *, frames, values, descriptions, alts, first_frame,
+                 pixel_ratio=1, **kwargs):
         super().__init__(children=children, **kwargs)
+        self.pixel_ratio = pixel_ratio  # PNG pixels per CSS pixel of every frame
         self.frames = frames
         self.values = values
         self.descriptions = descriptions
@@ -94,14 +130,17 @@ class LiveFigure(widgets.VBox):
         self.first_frame = first_frame  # the PNG shown before any slider moves
 
     def _repr_mimebundle_(self, **kwargs):
-        """The widget view, its text form and the first frame as ``image/png``: a client
-        that cannot show the widget (untrusted notebook, GitHub, nbviewer) shows the picture."""
+        """The widget view, its text form and the first frame as ``image/png`` (shown at its
+        CSS width): a client that cannot show the widget (untrusted notebook, GitHub,
+        nbviewer) shows the picture."""
         bundle = super()._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, tuple):  # (data, metadata)
-            bundle[0]["image/png"] = base64.b64encode(self.first_frame).decode("ascii")
-        elif isinstance(bundle, dict):
-            bundle["image/png"] = base64.b64encode(self.first_frame).decode("ascii")
-        return bundle
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        if data is None:
+            return bundle
+        data["image/png"] = base64.b64encode(self.first_frame).decode("ascii")
+        width, height = _css_size(self.first_frame, self.pixel_ratio)
+        metadata = dict(metadata or {}, **{"image/png": {"width": width, "height": height}})
+        return data, metadata
 
     def __repr__(self) -> str:  # shown as text/plain: keep it short and deterministic
         sizes = " x ".join(str(len(v)) for v in self.values)
@@ -155,23 +194,25 @@ def figure_words(fig) -> str:
     return "; ".join(parts) or "a figure"
 
 
-def _frame(png: bytes, alt: str) -> widgets.HTML:
+def _frame(png: bytes, alt: str, pixel_ratio: int) -> widgets.HTML:
     # One <img> holding a data: URL. The Stack re-creates the visible view on every move; a
     # data: URL is decoded synchronously and shows in the next frame (~4 ms, measured), where
-    # a blob: URL paints a blank frame first. Width and height are the PNG's, so the page
-    # does not reflow while it loads; CSS scales it down to the column.
-    with Image.open(io.BytesIO(png)) as image:
-        width, height = image.size
+    # a blob: URL paints a blank frame first. Width and height are the CSS size (the PNG's
+    # over pixel_ratio), so the page does not reflow while it loads; CSS scales it down to
+    # the column on a wide screen.
+    width, height = _css_size(png, pixel_ratio)
     return widgets.HTML(value=(f'<img src="{png_data_url(png)}" alt="{html.escape(alt)}" '
                                f'width="{width}" height="{height}" class="live-frame" '
                                'style="max-width: 100%; height: auto">'))
 
 
-def _kernel_image(png: bytes) -> widgets.Image:
+def _kernel_image(png: bytes, pixel_ratio: int) -> widgets.Image:
     # ipywidgets 7: the kernel replaces the value of this one Image on every move. Raw PNG
     # bytes (not a data: URL) keep each message small; the view keeps its <img> element,
     # so the old frame stays on screen until the new one has loaded.
-    return widgets.Image(value=png, format="png", layout=widgets.Layout(max_width="100%"))
+    width, _ = _css_size(png, pixel_ratio)
+    return widgets.Image(value=png, format="png", width=str(width),
+                         layout=widgets.Layout(max_width="100%", height="auto"))
 
 
 def _slider(values, description, fmt, initial) -> widgets.SelectionSlider:
@@ -193,7 +234,8 @@ def slider_figure(
     description: str,
     fmt: str | Callable = "{:g}",
     initial=None,
-    dpi: int = DEFAULT_DPI,
+    dpi: float = DEFAULT_DPI,
+    pixel_ratio: int = PIXEL_RATIO,
 ) -> LiveFigure:
     """A slider over ``values`` showing the figure ``render(value)`` for each value.
 
@@ -204,7 +246,8 @@ def slider_figure(
         description: the slider's label, e.g. ``"bandwidth σ"``.
         fmt: a format string or function giving each value's readout label.
         initial: the value shown first (default: the first value).
-        dpi: resolution of the frames.
+        dpi: the frames' resolution as shown, in CSS pixels per inch.
+        pixel_ratio: PNG pixels per CSS pixel (2: sharp on high-density screens).
 
     Returns:
         A :class:`LiveFigure` (a ``VBox``) holding the slider and a ``Stack`` of images.
@@ -215,19 +258,20 @@ def slider_figure(
     for value, label in zip(values, labels):
         fig = render(value)
         alts.append(f"{figure_words(fig)}, at {description} = {label}")
-        frames.append(figure_to_png(fig, dpi=dpi))
+        frames.append(figure_to_png(fig, dpi=dpi, pixel_ratio=pixel_ratio))
     if KERNEL_FREE:
-        shown = widgets.Stack(children=[_frame(f, a) for f, a in zip(frames, alts)],
+        shown = widgets.Stack(children=[_frame(f, a, pixel_ratio) for f, a in zip(frames, alts)],
                               selected_index=slider.index)
         widgets.jslink((slider, "index"), (shown, "selected_index"))
     else:
-        shown = _kernel_image(frames[slider.index])
+        shown = _kernel_image(frames[slider.index], pixel_ratio)
 
         def show(change):
             shown.value = frames[change["new"]]
         slider.observe(show, names="index")
     return LiveFigure([slider, shown], frames=frames, values=[list(values)],
-                      descriptions=[description], alts=alts, first_frame=frames[slider.index])
+                      descriptions=[description], alts=alts, first_frame=frames[slider.index],
+                      pixel_ratio=pixel_ratio)
 
 
 def slider_figure_2d(
@@ -238,7 +282,8 @@ def slider_figure_2d(
     descriptions: tuple[str, str],
     fmts: tuple = ("{:g}", "{:g}"),
     initial: tuple = (None, None),
-    dpi: int = DEFAULT_DPI,
+    dpi: float = DEFAULT_DPI,
+    pixel_ratio: int = PIXEL_RATIO,
 ) -> LiveFigure:
     """Two sliders over a grid of frames ``render(a, b)``.
 
@@ -258,10 +303,10 @@ def slider_figure_2d(
             fig = render(a, b)
             alts[-1].append(f"{figure_words(fig)}, at {descriptions[0]} = {label_a} and "
                             f"{descriptions[1]} = {label_b}")
-            frames[-1].append(figure_to_png(fig, dpi=dpi))
+            frames[-1].append(figure_to_png(fig, dpi=dpi, pixel_ratio=pixel_ratio))
     first_frame = frames[slider_a.index][slider_b.index]
     if not KERNEL_FREE:
-        shown = _kernel_image(frames[slider_a.index][slider_b.index])
+        shown = _kernel_image(frames[slider_a.index][slider_b.index], pixel_ratio)
 
         def show(change):
             shown.value = frames[slider_a.index][slider_b.index]
@@ -269,10 +314,11 @@ def slider_figure_2d(
         slider_b.observe(show, names="index")
         return LiveFigure([slider_a, slider_b, shown], frames=frames,
                           values=[list(values_a), list(values_b)],
-                          descriptions=list(descriptions), alts=alts, first_frame=first_frame)
+                          descriptions=list(descriptions), alts=alts, first_frame=first_frame,
+                          pixel_ratio=pixel_ratio)
     inner = []
     for row, row_alts in zip(frames, alts):
-        stack = widgets.Stack(children=[_frame(f, a) for f, a in zip(row, row_alts)],
+        stack = widgets.Stack(children=[_frame(f, a, pixel_ratio) for f, a in zip(row, row_alts)],
                               selected_index=slider_b.index)
         widgets.jslink((slider_b, "index"), (stack, "selected_index"))
         inner.append(stack)
@@ -280,7 +326,8 @@ def slider_figure_2d(
     widgets.jslink((slider_a, "index"), (outer, "selected_index"))
     return LiveFigure([slider_a, slider_b, outer], frames=frames,
                       values=[list(values_a), list(values_b)],
-                      descriptions=list(descriptions), alts=alts, first_frame=first_frame)
+                      descriptions=list(descriptions), alts=alts, first_frame=first_frame,
+                          pixel_ratio=pixel_ratio)
 
 
 def _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize):
@@ -327,7 +374,8 @@ def slider_heatmap(
     second_panel: Callable | None = None,
     vmax: float | None = None,
     figsize: tuple[float, float] | None = None,
-    dpi: int = DEFAULT_DPI,
+    dpi: float = DEFAULT_DPI,
+    pixel_ratio: int = PIXEL_RATIO,
     **heatmap_kwargs,
 ) -> LiveFigure:
     """A slider over ``values`` moving a heatmap (and optionally a second panel).
@@ -343,7 +391,8 @@ def slider_heatmap(
             fitted curve for the same parameter.
         vmax: the top of the colour scale; by default the largest value over all frames,
             so colours are comparable between frames.
-        figsize, dpi: frame size and resolution.
+        figsize, dpi, pixel_ratio: frame size, resolution as shown (CSS pixels per inch)
+            and PNG pixels per CSS pixel.
         **heatmap_kwargs: passed to :func:`helpers.figures.plotting.heatmap` (labels, title,
             cmap).
 
@@ -361,7 +410,7 @@ def slider_heatmap(
 
     render = _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize)
     return slider_figure(render, values, description=description, fmt=fmt,
-                         initial=initial, dpi=dpi)
+                         initial=initial, dpi=dpi, pixel_ratio=pixel_ratio)
 
 
 def slider_heatmap_2d(
@@ -375,7 +424,8 @@ def slider_heatmap_2d(
     second_panel: Callable | None = None,
     vmax: float | None = None,
     figsize: tuple[float, float] | None = None,
-    dpi: int = DEFAULT_DPI,
+    dpi: float = DEFAULT_DPI,
+    pixel_ratio: int = PIXEL_RATIO,
     **heatmap_kwargs,
 ) -> LiveFigure:
     """Two sliders moving one heatmap: ``matrices(a, b)`` for every pair (nested Stacks)."""
@@ -392,7 +442,7 @@ def slider_heatmap_2d(
 
     render = _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize)
     return slider_figure_2d(render, values_a, values_b, descriptions=descriptions,
-                            fmts=fmts, initial=initial, dpi=dpi)
+                            fmts=fmts, initial=initial, dpi=dpi, pixel_ratio=pixel_ratio)
 
 
 def _hashable(values) -> bool:

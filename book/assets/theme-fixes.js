@@ -1,0 +1,57 @@
+/* Fixes to the theme's pages that need the page itself (see also book/tools/theme_fixes.py).
+ *
+ * 1. Sidebar buttons. sphinx-book-theme 1.3 draws its sidebar buttons in the article header,
+ *    but its script and pydata-sphinx-theme 0.17's bind only the first `.primary-toggle` /
+ *    `.secondary-toggle` of the page: the navbar's, which this layout never shows. So the
+ *    buttons a reader sees did nothing: on a phone the table of contents could not be opened
+ *    at all. Each visible button now clicks the bound one (which opens the drawer on a
+ *    phone, folds the sidebar on a desktop).
+ * 2. Wide equations. A display equation wider than the column scrolls in its own box
+ *    (book.css); a box that scrolls must be reachable by keyboard, so those that overflow
+ *    at the current width take a tab stop (axe: scrollable-region-focusable).
+ */
+(function () {
+  "use strict";
+  function forwardSidebarButtons() {
+    ["primary", "secondary"].forEach(function (side) {
+      var buttons = document.querySelectorAll("." + side + "-toggle");
+      var bound = buttons[0];
+      Array.prototype.slice.call(buttons, 1).forEach(function (button) {
+        button.addEventListener("click", function (event) {
+          event.preventDefault();
+          event.stopPropagation();
+          bound.click();
+        });
+      });
+    });
+  }
+
+  function markScrollingEquations() {
+    document.querySelectorAll('mjx-container[display="true"]').forEach(function (box) {
+      if (box.scrollWidth > box.clientWidth + 1) {
+        box.setAttribute("tabindex", "0");
+        if (!box.hasAttribute("role")) box.setAttribute("role", "group");
+      } else if (box.getAttribute("tabindex") === "0") {
+        box.removeAttribute("tabindex");
+      }
+    });
+  }
+
+  function watchEquations() {
+    var mj = window.MathJax;
+    if (!mj || !mj.startup || !mj.startup.promise) return; // a page without maths
+    mj.startup.promise.then(markScrollingEquations);
+    var timer = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(timer);
+      timer = setTimeout(markScrollingEquations, 150);
+    });
+  }
+
+  function start() {
+    forwardSidebarButtons();
+    watchEquations();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
