@@ -272,18 +272,31 @@ def test_jupyterlab4_with_ipywidgets8_runs_a_chapter_and_its_slider_moves(tmp_pa
         print(f"JupyterLab 4 / ipywidgets 8: {CHAPTER} slider readouts {seen}")
 
 
+def _png_outputs(path: Path) -> int:
+    """How many outputs of the notebook at ``path`` carry an ``image/png``."""
+    nb = json.loads(path.read_text())
+    return sum("image/png" in output.get("data", {})
+               for cell in nb["cells"] for output in cell.get("outputs", []))
+
+
 def test_jupyterlab4_shows_an_executed_chapter_without_running_it(tmp_path):
-    """Opened from disk, a notebook is untrusted: JupyterLab shows each live figure's text
-    form. Once trusted (``jupyter trust``), the saved widget state renders and the sliders
-    move with no code run: the links are in JavaScript (jslink), as in the static book."""
+    """Opened from disk, a notebook is untrusted: JupyterLab shows each live figure's first
+    frame, the ``image/png`` its output carries beside the widget view, as a picture (not
+    the text form ``LiveFigure(...)``), with no slider. Once trusted (``jupyter trust``), the
+    saved widget state renders and the sliders move with no code run: the links are in
+    JavaScript (jslink), as in the static book."""
     with _lab(tmp_path) as (python, env, work, url, browser):
         page, external, console = offline_page(browser)
         _open_in_lab(page, url)
         page.wait_for_timeout(2000)
         page.screenshot(path=str(SHOTS / "jupyterlab4-untrusted.png"))
         text = page.locator(".jp-Notebook").inner_text()
-        assert "LiveFigure(" in text, "untrusted: expected the figure's text form"
+        assert "LiveFigure(" not in text, "untrusted: a live figure shows as text, not a picture"
         assert page.locator(LAB.handle).count() == 0
+        pictures = page.locator(".jp-OutputArea-output img").count()
+        assert pictures == _png_outputs(work / CHAPTER), (
+            f"untrusted: {pictures} pictures shown, expected one per image/png output "
+            f"(static figures and live figures' first frames)")
         page.close()
 
         subprocess.run([python, "-m", "jupyter", "trust", str(work / CHAPTER)], env=env,
