@@ -6,13 +6,14 @@ On a screen narrower than 600 CSS px the book shows every figure, static or live
 natural size (one PNG pixel per CSS pixel, ``book/assets/phone.css``; tests/test_browser.py
 checks it at 390 px), so a label drawn at ``s`` points into a PNG saved at ``dpi`` is
 ``s * dpi / 72`` CSS px tall there. Budget: at least 9 px
-(:data:`helpers.figures.legibility.MIN_TEXT_PX`).
+(:data:`helpers.figures.frames.MIN_TEXT_PX`).
 
 How: each chapter (default: every chapter and the landing page) is run top to bottom in a
 fresh kernel with nbclient, on an in-memory copy (the notebook file is never written), with
 one extra first cell that records the size of every text matplotlib draws into every PNG
-(Jupyter's inline display and the live figures' frames alike) and lifts the frames' own
-check so that a small label is reported here rather than raised. Prints per chapter the
+(Jupyter's inline display and the live figures' frames alike, a frame at the CSS resolution
+it is shown at, not its PNG's) and lifts the frames' own check so that a small label is
+reported here rather than raised. Prints per chapter the
 number of static figures and of frames with the smallest label of each kind, then the
 figure that holds the smallest label; exit code 1 when a budget is missed.
 """
@@ -31,28 +32,37 @@ from common import budget_exit  # benchmarks/common.py (the script's folder is o
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from helpers.figures.legibility import MIN_TEXT_PX  # noqa: E402
+from helpers.figures.frames import MIN_TEXT_PX  # noqa: E402
 
 RECORDER = r'''
-import matplotlib.backend_bases as _mbb, traceback as _tb
-import helpers.figures.widgets as _widgets
-from helpers.figures.legibility import drawn_font_sizes as _drawn
-_widgets.MIN_TEXT_PX = 0.0  # report small text here instead of raising in figure_to_png
+import sys as _sys
+import matplotlib.backend_bases as _mbb
+import helpers.figures.frames as _frames
+from helpers.figures.frames import drawn_font_sizes as _drawn
+_frames.MIN_TEXT_PX = 0.0  # report small text here instead of raising in figure_to_png
 _FIGURE_TEXT, _CELL = [], {"line": ""}
 def _note_cell(info):  # the first line of the cell that draws, to say where a figure is
     _CELL["line"] = next((l for l in info.raw_cell.splitlines() if l.strip()), "")[:60]
 get_ipython().events.register("pre_run_cell", _note_cell)
+def _css_dpi():
+    # A live figure's frame: the CSS resolution figure_to_png was asked for (its PNG holds
+    # pixel_ratio pixels per CSS pixel). None for any other figure (a static one).
+    frame = _sys._getframe(2)
+    while frame is not None and frame.f_code.co_name != "figure_to_png":
+        frame = frame.f_back
+    return None if frame is None else float(frame.f_locals["dpi"])
 _print_figure = _mbb.FigureCanvasBase.print_figure
 def _recording_print_figure(self, filename, *args, **kwargs):
     dpi = kwargs.get("dpi", args[0] if args else None)
     dpi = self.figure.dpi if dpi in (None, "figure") else float(dpi)
     with _drawn() as sizes:
         result = _print_figure(self, filename, *args, **kwargs)
-    frame = any(f.name == "figure_to_png" for f in _tb.extract_stack())
+    css_dpi = _css_dpi()
     title = (self.figure.get_suptitle() or next((a.get_title() for a in self.figure.axes
                                                 if a.get_title()), "")) if sizes else ""
-    _FIGURE_TEXT.append({"cell": _CELL["line"], "frame": frame,
-                         "px": min(sizes) * dpi / 72 if sizes else None, "title": title})
+    _FIGURE_TEXT.append({"cell": _CELL["line"], "frame": css_dpi is not None,
+                         "px": min(sizes) * (css_dpi or dpi) / 72 if sizes else None,
+                         "title": title})
     return result
 _mbb.FigureCanvasBase.print_figure = _recording_print_figure
 '''

@@ -16,9 +16,10 @@ from ipywidgets.widgets.widget import _instances  # noqa: E402
 from ipywidgets.widgets.widget_link import DirectionalLink, Link  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from helpers.figures.legibility import MIN_TEXT_PX, smallest_text_px  # noqa: E402
-from helpers.figures.widgets import (LiveFigure, figure_to_png, figure_words, png_data_url,  # noqa: E402
-                                     slider_figure, slider_heatmap, slider_heatmap_2d)
+from helpers.figures.frames import (MIN_TEXT_PX, PIXEL_RATIO, figure_to_png,  # noqa: E402
+                                    figure_words, png_data_url, smallest_text_px)
+from helpers.figures.widgets import (LiveFigure, slider_figure, slider_heatmap,  # noqa: E402
+                                     slider_heatmap_2d)
 
 DPI = 66  # small frames keep the tests fast; 10-point text is 9.2 px, legible (>= 9 px)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -371,7 +372,6 @@ def _png_size(png):
 
 
 def test_frames_hold_two_png_pixels_per_css_pixel_and_say_their_css_size():
-    from helpers.figures.widgets import PIXEL_RATIO
     assert PIXEL_RATIO == 2
     live = slider_heatmap(matrix_for, VALUES, description="t", dpi=DPI, figsize=(4.0, 3.0))
     _, stack = live.children

@@ -11,12 +11,11 @@ chooses which frame is shown. How it is shown depends on the ipywidgets the kern
   ``Image`` whose value the kernel swaps when the slider's index changes. Same slider,
   readout and frames; it needs the running kernel, which Colab always has.
 
-Frames are matplotlib PNGs saved without the ``Software`` chunk (byte-stable from run to
-run), palette-quantised to 256 colours (about half the size), with two PNG pixels per CSS
-pixel (:data:`PIXEL_RATIO`) so they stay sharp on high-density screens. On ipywidgets 8 each frame
-is an ``HTML`` widget holding one ``<img>`` with a ``data:`` URL (base64 once, in the saved
-state, and painted in the next display frame when the slider moves) and an ``alt`` text
-naming what the frame shows and at which parameter value. A live figure's output also
+Frames are made by :mod:`helpers.figures.frames`: byte-stable, palette-quantised PNGs with
+two pixels per CSS pixel (sharp on high-density screens). On ipywidgets 8 each frame is an
+``HTML`` widget holding one ``<img>`` with a ``data:`` URL (base64 once, in the saved state,
+and painted in the next display frame when the slider moves) and an ``alt`` text naming
+what the frame shows and at which parameter value. A live figure's output also
 carries its first frame as a plain ``image/png``, so a client that does not render widgets
 (an untrusted notebook, GitHub's viewer, nbviewer) shows a picture, not the text form.
 """
@@ -25,36 +24,24 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from typing import Callable, Sequence
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
-from PIL import Image
 
-from helpers.figures.legibility import MIN_TEXT_PX, drawn_font_sizes
+from helpers.figures.frames import (DEFAULT_DPI, PIXEL_RATIO, css_size, figure_to_png,
+                                    figure_words, png_data_url)
 from helpers.figures.plotting import heatmap, to_numpy
 
 __all__ = [
     "KERNEL_FREE",
     "LiveFigure",
-    "PIXEL_RATIO",
-    "figure_to_png",
-    "figure_words",
-    "png_data_url",
     "slider_figure",
     "slider_figure_2d",
     "slider_heatmap",
     "slider_heatmap_2d",
 ]
-
-#: CSS pixels per inch a frame is shown at: a 4.4-inch heatmap is 352 CSS px wide, and
-#: 10-point text is 11 CSS px tall (at least 9 px everywhere: :mod:`helpers.figures.legibility`).
-DEFAULT_DPI = 80
-#: PNG pixels per CSS pixel of a live figure's frames: 2, so they stay sharp on high-density
-#: screens (phones, laptops) for about 2.2 times the bytes of a 1x frame.
-PIXEL_RATIO = 2
 
 # The label's tooltip trait: ``tooltip`` on ipywidgets 8, ``description_tooltip`` on 7.
 _TOOLTIP = ("tooltip" if "tooltip" in widgets.SelectionSlider.class_trait_names()
@@ -64,52 +51,6 @@ _TOOLTIP = ("tooltip" if "tooltip" in widgets.SelectionSlider.class_trait_names(
 #: jslink in the browser, with no kernel. False on ipywidgets 7 (Colab): the kernel swaps
 #: the frame of one ``Image``. The one place the mechanism is chosen.
 KERNEL_FREE: bool = int(widgets.__version__.split(".")[0]) >= 8
-
-
-def figure_to_png(fig, *, dpi: float = DEFAULT_DPI, pixel_ratio: int = 1,
-                  colors: int = 256) -> bytes:
-    """Render ``fig`` to PNG bytes, quantised to a ``colors`` palette, and close it.
-
-    ``dpi`` is the resolution the figure is *shown* at, in CSS pixels per inch; the PNG holds
-    ``pixel_ratio`` pixels per CSS pixel (2 for high-density screens), i.e. it is saved at
-    ``dpi * pixel_ratio``. Show it at its size divided by ``pixel_ratio``.
-
-    Raises ValueError (the figure closed) when its smallest text would be under
-    :data:`helpers.figures.legibility.MIN_TEXT_PX` CSS pixels at ``dpi``.
-
-    The same figure gives the same bytes on every run: matplotlib's ``Software`` metadata
-    is dropped and Pillow writes no timestamp.
-    """
-    if not 2 <= colors <= 256:
-        plt.close(fig)
-        raise ValueError(f"colors must be between 2 and 256, got {colors}")
-    if isinstance(pixel_ratio, bool) or pixel_ratio not in (1, 2, 3):
-        plt.close(fig)
-        raise ValueError(f"pixel_ratio must be 1, 2 or 3, got {pixel_ratio!r}")
-    raw = io.BytesIO()
-    with drawn_font_sizes() as sizes:
-        fig.savefig(raw, format="png", dpi=dpi * pixel_ratio, metadata={"Software": None})
-    plt.close(fig)
-    smallest = min(sizes, default=float("inf")) * dpi / 72
-    if smallest < MIN_TEXT_PX:
-        raise ValueError(
-            f"the figure's smallest text is {smallest:.1f} px at dpi={dpi} ({min(sizes):g} pt); "
-            f"a frame needs at least {MIN_TEXT_PX:g} px to be readable on a phone, where it is "
-            f"shown at its natural size: raise the font size or the dpi")
-    raw.seek(0)
-    with Image.open(raw) as image:
-        paletted = image.convert("RGB").quantize(
-            colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-    out = io.BytesIO()
-    paletted.save(out, format="PNG", optimize=True)
-    return out.getvalue()
-
-
-def _css_size(png: bytes, pixel_ratio: int) -> tuple[int, int]:
-    """The (width, height) in CSS pixels a frame of ``pixel_ratio`` is shown at."""
-    with Image.open(io.BytesIO(png)) as image:
-        width, height = image.size
-    return round(width / pixel_ratio), round(height / pixel_ratio)
 
 
 class LiveFigure(widgets.VBox):
@@ -138,7 +79,7 @@ class LiveFigure(widgets.VBox):
         if data is None:
             return bundle
         data["image/png"] = base64.b64encode(self.first_frame).decode("ascii")
-        width, height = _css_size(self.first_frame, self.pixel_ratio)
+        width, height = css_size(self.first_frame, self.pixel_ratio)
         metadata = dict(metadata or {}, **{"image/png": {"width": width, "height": height}})
         return data, metadata
 
@@ -167,40 +108,13 @@ def _initial_index(values: Sequence, initial) -> int:
     raise ValueError(f"initial must be one of values {list(values)}, got {initial!r}")
 
 
-def png_data_url(png: bytes) -> str:
-    """``png`` as a ``data:image/png;base64,...`` URL."""
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-
-
-def figure_words(fig) -> str:
-    """What ``fig`` shows, in its own words, for alt text: its titles and axis labels.
-
-    E.g. ``"attention weights (queries against keys)"``; panels are joined with "; ".
-    Colour bars are left out.
-    """
-    parts = []
-    suptitle = fig.get_suptitle() if hasattr(fig, "get_suptitle") else ""
-    if suptitle:
-        parts.append(suptitle)
-    for ax in fig.axes:
-        if ax.get_label() == "<colorbar>":
-            continue
-        title = " ".join(t for t in (ax.get_title("left"), ax.get_title(),
-                                     ax.get_title("right")) if t)
-        xlabel, ylabel = ax.get_xlabel(), ax.get_ylabel()
-        axes = f"{ylabel} against {xlabel}" if xlabel and ylabel else (xlabel or ylabel)
-        text = " ".join(w for w in (title or "a plot", f"({axes})" if axes else "") if w)
-        parts.append(text.replace("$", "").replace("\\", ""))
-    return "; ".join(parts) or "a figure"
-
-
 def _frame(png: bytes, alt: str, pixel_ratio: int) -> widgets.HTML:
     # One <img> holding a data: URL. The Stack re-creates the visible view on every move; a
     # data: URL is decoded synchronously and shows in the next frame (~4 ms, measured), where
     # a blob: URL paints a blank frame first. Width and height are the CSS size (the PNG's
     # over pixel_ratio), so the page does not reflow while it loads; CSS scales it down to
     # the column on a wide screen.
-    width, height = _css_size(png, pixel_ratio)
+    width, height = css_size(png, pixel_ratio)
     return widgets.HTML(value=(f'<img src="{png_data_url(png)}" alt="{html.escape(alt)}" '
                                f'width="{width}" height="{height}" class="live-frame" '
                                'style="max-width: 100%; height: auto">'))
@@ -210,7 +124,7 @@ def _kernel_image(png: bytes, pixel_ratio: int) -> widgets.Image:
     # ipywidgets 7: the kernel replaces the value of this one Image on every move. Raw PNG
     # bytes (not a data: URL) keep each message small; the view keeps its <img> element,
     # so the old frame stays on screen until the new one has loaded.
-    width, _ = _css_size(png, pixel_ratio)
+    width, _ = css_size(png, pixel_ratio)
     return widgets.Image(value=png, format="png", width=str(width),
                          layout=widgets.Layout(max_width="100%", height="auto"))
 
