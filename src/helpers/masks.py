@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from helpers.checks import check_bool, check_bool_mask, check_int, describe
