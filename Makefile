@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .DEFAULT_GOAL := book
 .PHONY: book test unit serve execute lab clean bench check-python check-tools client-envs \
-	lint-envs set-repo
+	lint-envs set-repo nbval nbval-reduced-cpu test-site test-clients
 
 check-python:
 	@command -v $(PYTHON_BOOTSTRAP) >/dev/null 2>&1 || { echo "error: $(PYTHON_BOOTSTRAP) not found: install Python 3.11 (Debian: apt-get install python3 python3-venv)"; exit 1; }
@@ -79,13 +79,36 @@ book: check-tools $(VENV)/.installed book/vendor/.stamp $(STAGE)/.config
 	@rm -rf $(SITE).new && cp -a $(STAGE)/_build/html $(SITE).new && rm -rf $(SITE) && mv $(SITE).new $(SITE)
 	@echo "Built the book: open $(CURDIR)/$(SITE)/index.html (or run: make serve)"
 
+# Tests run in parallel, one pytest-xdist worker per core; a test file (a notebook, for
+# nbval) stays on one worker. TEST_JOBS=0 runs them in this process.
+TEST_JOBS ?= auto
 test: book client-envs lint-envs
-	$(PY) -m pytest --nbval -p no:cacheprovider $(PYTEST_ARGS) tests chapters book/intro.ipynb
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --nbval -p no:cacheprovider $(PYTEST_ARGS) \
+		tests chapters book/intro.ipynb
+
+# The parts of `make test`, as the workflow's parallel jobs run them.
+NBVAL_PATHS := chapters book/intro.ipynb
+REDUCED_CPU := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41
+nbval: $(VENV)/.installed
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --nbval -p no:cacheprovider $(PYTEST_ARGS) \
+		$(NBVAL_PATHS) tests/test_notebooks.py tests/test_text_twins.py
+# The outputs must not depend on the CPU: the same comparison with the vector units of an
+# older machine (no AVX in PyTorch's kernels, SSE4.2 in MKL, SSE4.1 in oneDNN).
+nbval-reduced-cpu: $(VENV)/.installed
+	$(REDUCED_CPU) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --nbval -p no:cacheprovider \
+		$(PYTEST_ARGS) $(NBVAL_PATHS)
+SITE_TESTS := tests/test_browser.py tests/test_project_files.py tests/test_glossary.py \
+	tests/test_bibliography.py
+test-site: book lint-envs
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -p no:cacheprovider $(PYTEST_ARGS) $(SITE_TESTS)
+CLIENT_TESTS := tests/test_clients.py tests/test_client_frontends.py tests/test_bootstrap_cell.py
+test-clients: $(VENV)/.installed client-envs
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -p no:cacheprovider $(PYTEST_ARGS) $(CLIENT_TESTS)
 
 # The unit and property tests of the helpers alone: no book build, no browser, no Node.js.
 UNIT_EXCLUDE := tests/test_browser.py tests/test_client_frontends.py tests/test_clients.py \
 	tests/test_project_files.py tests/test_notebooks.py tests/test_glossary.py \
-	tests/test_bibliography.py tests/test_bootstrap_cell.py
+	tests/test_bibliography.py tests/test_bootstrap_cell.py tests/test_text_twins.py
 unit: $(VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
 		$(filter-out $(UNIT_EXCLUDE),$(sort $(wildcard tests/test_*.py)))

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from clients.common import (SHOTS, checkout_copy, chromium, free_port, jupyter_server,
-                            offline_page, require_colab_venv, unavailable)
+from clients.common import (SHOTS, checkout_copy, chromium, colab_venv_lock, free_port,
+                            jupyter_server, offline_page, require_colab_venv, unavailable)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -187,8 +187,16 @@ def _assert_no_errors(page, front: Front, console) -> None:
 
 # --- Notebook 6.5 + ipywidgets 7 -------------------------------------------------------------
 
-def test_notebook6_with_ipywidgets7_runs_a_chapter_and_its_slider_moves(tmp_path):
+@pytest.fixture
+def colab_alone():
+    """The Colab-like venv, held alone (tests/test_clients.py uses it in another worker)."""
     python = require_colab_venv()
+    with colab_venv_lock():
+        yield python
+
+
+def test_notebook6_with_ipywidgets7_runs_a_chapter_and_its_slider_moves(tmp_path, colab_alone):
+    python = colab_alone
     subprocess.run([python, "-m", "pip", "uninstall", "--quiet", "--yes",
                     "attention-book-helpers"], check=True, capture_output=True)
     work = _workdir(tmp_path)

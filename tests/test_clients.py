@@ -23,7 +23,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from clients.common import ROOT, checkout_copy, require_colab_venv
+from clients.common import ROOT, checkout_copy, colab_venv_lock, require_colab_venv
 
 pytestmark = pytest.mark.slow
 
@@ -42,18 +42,19 @@ def _freeze(python: Path) -> dict[str, str]:
 def colab(tmp_path_factory):
     """The Colab-like venv with the helpers removed, a kernelspec for it, and what it held."""
     python = require_colab_venv()
-    subprocess.run([python, "-m", "pip", "uninstall", "--quiet", "--yes", OWN], check=True,
-                   capture_output=True)
-    tmp = tmp_path_factory.mktemp("colab")
-    spec = tmp / "jupyter" / "kernels" / "colab-like"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Colab-like (ipywidgets 7.7.1)", "language": "python"}))
-    state = {"python": python, "jupyter_path": str(tmp / "jupyter"),
-             "source": checkout_copy(tmp / "checkout"), "before": _freeze(python),
-             "bootstrap_lines": []}
-    return state
+    with colab_venv_lock():
+        subprocess.run([python, "-m", "pip", "uninstall", "--quiet", "--yes", OWN], check=True,
+                       capture_output=True)
+        tmp = tmp_path_factory.mktemp("colab")
+        spec = tmp / "jupyter" / "kernels" / "colab-like"
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Colab-like (ipywidgets 7.7.1)", "language": "python"}))
+        state = {"python": python, "jupyter_path": str(tmp / "jupyter"),
+                 "source": checkout_copy(tmp / "checkout"), "before": _freeze(python),
+                 "bootstrap_lines": []}
+        yield state
 
 
 def test_resolver_keeps_every_preinstalled_package(colab, tmp_path):

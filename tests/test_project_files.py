@@ -35,8 +35,26 @@ def test_there_are_test_and_pages_workflows():
         for line in workflow.read_text().splitlines():
             if "uses:" in line:  # every action pinned to a full commit SHA, version noted
                 ref = line.split("uses:")[1].split("#")[0].strip()
+                if ref.startswith("$/.github/workflows/"):  # this repository's own workflow
+                    assert (ROOT / ref[2:]).is_file(), line
+                    continue
                 assert "@" in ref and len(ref.split("@")[1]) == 40, line
                 assert "# v" in line, f"say which version the SHA is: {line}"
+
+
+def test_pages_publish_only_after_the_tests_pass():
+    """pages.yml runs only when test.yml calls it, and test.yml calls it only after every
+    test job passed, on a push to main."""
+    pages = (ROOT / ".github" / "workflows" / "pages.yml").read_text()
+    test = (ROOT / ".github" / "workflows" / "test.yml").read_text()
+    trigger = pages.split("\non:\n", 1)[1].split("\n\n", 1)[0]
+    assert trigger.strip() == "workflow_call:", f"pages.yml has other triggers: {trigger}"
+    publish = test.split("\n  publish:\n", 1)[1]
+    jobs = [line[2:-1] for line in test.splitlines()
+            if line.startswith("  ") and not line.startswith("   ") and line.endswith(":")]
+    needs = publish.split("needs: [", 1)[1].split("]", 1)[0].split(", ")
+    assert sorted(needs) == sorted(j for j in jobs if j != "publish"), (needs, jobs)
+    assert "github.ref == 'refs/heads/main'" in publish
 
 
 def test_workflows_pass_actionlint():

@@ -8,6 +8,7 @@ Notebook 6.5 front end, and never the helpers until a bootstrap cell installs th
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import socket
@@ -39,6 +40,19 @@ def require_colab_venv() -> Path:
     if not (COLAB_VENV / ".installed").is_file():
         unavailable(f"no Colab-like venv at {COLAB_VENV}: run `make client-envs`")
     return COLAB_PYTHON
+
+
+@contextlib.contextmanager
+def colab_venv_lock():
+    """Hold the Colab-like venv alone: tests that uninstall and reinstall the helpers in it
+    may run in parallel pytest-xdist workers, and must not interleave."""
+    COLAB_VENV.mkdir(exist_ok=True)
+    with open(COLAB_VENV / ".test-lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def checkout_copy(dest: Path) -> Path:
