@@ -11,7 +11,7 @@ from torch.nn import functional as F
 
 from helpers.attention import scaled_dot_product_attention
 from helpers.hopfield import (energy, hebbian_weights, hopfield_weights, modern_energy,
-                              modern_hopfield_update, recall, retrieve)
+                              modern_hopfield_update, projection_weights, recall, retrieve)
 from helpers.tasks.hopfield import DIGITS, capacity_curve, corrupt, digit_patterns
 
 
@@ -34,6 +34,41 @@ def test_hebbian_weights():
         hebbian_weights(torch.zeros(2, 4))
     with pytest.raises(ValueError, match=r"patterns must have shape \(P, N\)"):
         hebbian_weights(torch.ones(4))
+
+
+def test_projection_weights_against_the_pseudo_inverse():
+    patterns = random_patterns(5, 12, seed=3)  # (P, N), linearly independent
+    weights = projection_weights(patterns)
+    assert weights.shape == (12, 12) and weights.dtype == torch.float64
+    assert torch.equal(weights, weights.T)
+    assert torch.equal(weights.diagonal(), torch.zeros(12, dtype=torch.float64))
+    x = patterns.T  # (N, P)
+    projector = x @ torch.linalg.inv(x.T @ x) @ x.T  # X (X^T X)^-1 X^T
+    torch.testing.assert_close(weights, projector - torch.diag(projector.diagonal()))
+    torch.testing.assert_close(projector, x @ torch.linalg.pinv(x))  # PyTorch's pseudo-inverse
+    h = patterns @ weights  # (P, N): every pattern is a fixed point
+    assert bool((torch.sign(h) == patterns).all())
+    assert projection_weights(patterns.long()).dtype == torch.get_default_dtype()
+    assert projection_weights(patterns.float()).dtype == torch.float32
+
+
+def test_projection_rule_stores_the_ten_digits_and_equals_hebbian_when_orthogonal():
+    digits = digit_patterns()
+    for rule, expected in [(hebbian_weights, 0), (projection_weights, 10)]:
+        final, _ = recall(rule(digits), digits, 5, generator=torch.Generator().manual_seed(0))
+        assert int((final == digits).all(-1).sum()) == expected
+    hadamard = torch.tensor([[1.0, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]])
+    for count in range(1, 4):
+        torch.testing.assert_close(projection_weights(hadamard[:count]),
+                                   hebbian_weights(hadamard[:count]))
+    assert bool((projection_weights(hadamard).abs() < 1e-6).all())  # P = N: the identity, zeroed
+
+
+def test_projection_weights_rejects_bad_patterns():
+    with pytest.raises(ValueError, match="-1 and \\+1"):
+        projection_weights(torch.zeros(2, 4))
+    with pytest.raises(ValueError, match=r"patterns must have shape \(P, N\)"):
+        projection_weights(torch.ones(4))
 
 
 def test_energy_batch_and_single():

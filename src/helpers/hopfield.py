@@ -1,9 +1,11 @@
 """Attention as memory: classical and modern (continuous) Hopfield networks.
 
-Classical (Hopfield, 1982): P binary patterns ξ ∈ {−1, +1}^N are stored in a symmetric
-weight matrix by the Hebbian rule, W = (1/N) Σ_μ ξ_μ ξ_μᵀ with a zero diagonal; recall
+Classical (Hopfield, 1982): P binary patterns x^μ ∈ {−1, +1}^N are stored in a symmetric
+weight matrix by the Hebbian rule, W = (1/N) Σ_μ x^μ x^μᵀ with a zero diagonal; recall
 flips one unit at a time to the sign of its input, which never raises the energy
 E(s) = −½ sᵀ W s. About 0.138·N random patterns can be stored before recall breaks down.
+The projection (pseudo-inverse) rule, W = X (XᵀX)⁻¹ Xᵀ with a zero diagonal, makes any set of
+linearly independent patterns fixed points (so at most N of them), however correlated.
 
 Modern (Ramsauer et al., 2020, "Hopfield Networks is All You Need"): with the patterns as
 the columns of X (N, P), the update ξ ← X softmax(β Xᵀ ξ) is attention with the state as
@@ -20,8 +22,8 @@ import torch
 
 from helpers.checks import check_int, check_real, check_tensor, describe, require
 
-__all__ = ["hebbian_weights", "energy", "recall", "modern_hopfield_update", "hopfield_weights",
-           "retrieve", "modern_energy"]
+__all__ = ["hebbian_weights", "projection_weights", "energy", "recall", "modern_hopfield_update",
+           "hopfield_weights", "retrieve", "modern_energy"]
 
 _AT_LEAST_1 = range(1, 65)  # (…, N): one axis or more
 
@@ -60,7 +62,7 @@ def _sign(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
 
 
 def hebbian_weights(patterns: torch.Tensor) -> torch.Tensor:
-    """Hebbian weights W = (1/N) Σ_μ ξ_μ ξ_μᵀ with a zero diagonal, for patterns (P, N) of
+    """Hebbian weights W = (1/N) Σ_μ x^μ x^μᵀ with a zero diagonal, for patterns (P, N) of
     ±1 (a float dtype is kept, an integer one becomes the default float). Returns W (N, N)."""
     check_tensor(patterns, "patterns", "(P, N)", ndim=2)
     _check_binary(patterns, "patterns", "(P, N)")
@@ -70,6 +72,25 @@ def hebbian_weights(patterns: torch.Tensor) -> torch.Tensor:
     weights = patterns.T @ patterns / num_units  # (N, N)
     weights.fill_diagonal_(0.0)
     return weights
+
+
+def projection_weights(patterns: torch.Tensor) -> torch.Tensor:
+    """Projection (pseudo-inverse) weights for patterns (P, N) of ±1: W = X X⁺ with the
+    patterns as the columns of X (N, P), X⁺ its Moore–Penrose pseudo-inverse, then a zero
+    diagonal (Personnaz et al., 1985). Π = X X⁺ projects onto the span of the patterns, so
+    unit i of W x^μ is (1 − Π_ii) x^μ_i: every pattern is a fixed point while the patterns
+    are linearly independent and no Π_ii reaches 1. For mutually orthogonal patterns,
+    X X⁺ = (1/N) X Xᵀ and the rule equals :func:`hebbian_weights`. Computed in float64;
+    returns W (N, N), symmetric, in the patterns' float dtype (an integer dtype becomes the
+    default float)."""
+    check_tensor(patterns, "patterns", "(P, N)", ndim=2)
+    _check_binary(patterns, "patterns", "(P, N)")
+    dtype = patterns.dtype if patterns.is_floating_point() else torch.get_default_dtype()
+    rows = patterns.to(torch.float64)  # (P, N): X transposed
+    projector = torch.linalg.pinv(rows) @ rows  # (N, N): the projector onto the patterns' span
+    projector = 0.5 * (projector + projector.T)  # exactly symmetric
+    projector.fill_diagonal_(0.0)
+    return projector.to(dtype)
 
 
 def energy(weights: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
@@ -151,7 +172,7 @@ def retrieve(patterns: torch.Tensor, xi: torch.Tensor, beta: float,
 
 
 def modern_energy(patterns: torch.Tensor, xi: torch.Tensor, beta: float) -> torch.Tensor:
-    """E(ξ) = −(1/β) log Σ_μ exp(β x_μᵀ ξ) + ½ ξᵀ ξ (Ramsauer et al. without the constant
+    """E(ξ) = −(1/β) log Σ_μ exp(β x^μᵀ ξ) + ½ ξᵀ ξ (Ramsauer et al. without the constant
     terms); the update never raises it. X (N, P), ξ (…, N) → (…)."""
     _check_modern(patterns, xi, beta)
     return -torch.logsumexp(beta * (xi @ patterns), dim=-1) / beta + 0.5 * (xi * xi).sum(-1)
