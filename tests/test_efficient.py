@@ -1,6 +1,8 @@
 """helpers.efficient: online softmax, naive and tiled attention vs SDPA and the core,
 and linear attention."""
 
+import math
+
 import pytest
 import torch
 from hypothesis import given
@@ -10,7 +12,7 @@ from torch.nn import functional as F
 from helpers.attention import scaled_dot_product_attention
 from helpers.efficient import (OnlineSoftmaxState, elu_feature_map, linear_attention,
                                naive_attention, online_softmax, online_softmax_update,
-                               tiled_attention)
+                               taylor_feature_map, tiled_attention)
 from helpers.masks import causal_mask
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
@@ -260,6 +262,24 @@ def test_linear_attention_rejects_bad_feature_maps_and_flags():
     out = linear_attention(q, k, v, feature_map=torch.exp)  # any φ >= 0 works
     similarity = torch.exp(q) @ torch.exp(k).transpose(-2, -1)  # (B, Q, K)
     close(out, similarity @ v / similarity.sum(-1, keepdim=True))
+
+
+def test_taylor_feature_map_is_the_second_order_taylor_kernel():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 7, 5, generator=gen, dtype=torch.float64) for _ in range(3))
+    phi_q, phi_k = taylor_feature_map(q), taylor_feature_map(k)
+    assert phi_q.shape == (2, 7, 1 + 5 + 25)
+    s = q @ k.transpose(-2, -1) / math.sqrt(5)  # (B, Q, K)
+    close(phi_q @ phi_k.transpose(-2, -1), 1 + s + s**2 / 2, torch.float64)
+    assert bool(phi_q.min() < 0)  # negative features, yet linear_attention accepts the map
+    similarity = 1 + s + s**2 / 2
+    close(linear_attention(q, k, v, feature_map=taylor_feature_map),
+          similarity @ v / similarity.sum(-1, keepdim=True), torch.float64)
+    masked = similarity * causal_mask(7)
+    close(linear_attention(q, k, v, feature_map=taylor_feature_map, causal=True),
+          masked @ v / masked.sum(-1, keepdim=True), torch.float64)
+    with pytest.raises(ValueError, match="x must be a floating-point tensor"):
+        taylor_feature_map(torch.arange(3))
 
 
 def test_elu_feature_map_rejects_integers():

@@ -6,7 +6,9 @@
   query blocks) with the online softmax, never holding the (Q, K) score matrix: the idea of
   FlashAttention, in plain torch. :func:`naive_attention` materialises the scores (it is
   :func:`helpers.attention.scaled_dot_product_attention`, the output only).
-- :func:`linear_attention`: kernelised attention, ``φ(q) (φ(k)ᵀ v)`` (Katharopoulos et al., 2020).
+- :func:`linear_attention`: kernelised attention, ``φ(q) (φ(k)ᵀ v)`` (Katharopoulos et al., 2020),
+  with :func:`elu_feature_map` (D' = D features) or :func:`taylor_feature_map` (the
+  degree-2 Taylor map of Based, Arora et al., 2024: D' = 1 + D + D² features).
 
 The KV cache is in :mod:`helpers.kvcache`; peak memory and timings are measured with
 :mod:`helpers.measure`.
@@ -29,7 +31,8 @@ from helpers.checks import (check_bool, check_bool_mask, check_int, check_real, 
 from helpers.masks import causal_mask
 
 __all__ = ["OnlineSoftmaxState", "online_softmax_update", "online_softmax", "naive_attention",
-           "tiled_attention", "elu_feature_map", "linear_attention"]
+           "tiled_attention", "elu_feature_map", "taylor_feature_map",
+           "linear_attention"]
 NEG_INF = float("-inf")
 _ANY_RANK_FROM_1 = range(1, 65)  # (…, K): at least one axis
 _ANY_RANK_FROM_2 = range(2, 65)  # (…, Q, D): at least two axes
@@ -239,15 +242,34 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1
 
 
+def taylor_feature_map(x: torch.Tensor) -> torch.Tensor:
+    """The degree-2 Taylor features of exp(q·k/√D) (the map of Based, Arora et al., 2024):
+    φ(x) = [1, x / D^¼, vec(x xᵀ) / (√2 √D)], so that φ(q)ᵀφ(k) = 1 + s + s²/2 with
+    s = q·k/√D, which is at least 1/2 for every s. x floating (…, D) → (…, D') with
+    D' = 1 + D + D². Some features are negative, the similarities never are
+    (``similarities_nonnegative``, which :func:`linear_attention` trusts)."""
+    check_tensor(x, "x", "(…, D)", ndim=_ANY_RANK_FROM_1, floating=True)
+    d = x.shape[-1]
+    root = math.sqrt(d) if d else 1.0
+    x = x / math.sqrt(root)  # x / D^(1/4): then x·y = s
+    square = (x.unsqueeze(-1) * x.unsqueeze(-2)).flatten(-2) / math.sqrt(2)  # (…, D²)
+    return torch.cat([x.new_ones((*x.shape[:-1], 1)), x, square], dim=-1)  # (…, 1 + D + D²)
+
+
+taylor_feature_map.similarities_nonnegative = True  # 1 + s + s²/2 >= 1/2
+
+
 def _features(feature_map, x: torch.Tensor, name: str) -> torch.Tensor:
-    """``feature_map(x)``, checked to be a tensor (…, T, D') of x's leading shape and >= 0."""
+    """``feature_map(x)``, checked to be a tensor (…, T, D') of x's leading shape and >= 0
+    (negative features only from a map marked ``similarities_nonnegative``)."""
     phi = feature_map(x)
     if not isinstance(phi, torch.Tensor) or phi.dim() != x.dim() \
             or phi.shape[:-1] != x.shape[:-1] or phi.dtype != x.dtype:
         raise ValueError(f"feature_map must map {name} of shape {tuple(x.shape)} to a tensor of "
                          f"shape (…, T, D') = {(*x.shape[:-1], 'D')} and dtype {x.dtype}, got "
                          f"{tuple(phi.shape) if isinstance(phi, torch.Tensor) else phi!r}")
-    if phi.numel() and bool(phi.min() < 0):
+    if phi.numel() and not getattr(feature_map, "similarities_nonnegative", False) \
+            and bool(phi.min() < 0):
         raise ValueError(f"feature_map must return non-negative features (a kernel's "
                          f"similarities φ(q)·φ(k) may not be negative), got a minimum of "
                          f"{float(phi.min()):.4g} for {name}")
@@ -259,8 +281,11 @@ def linear_attention(q, k, v, feature_map=elu_feature_map, causal=False) -> torc
     O(L) as ``out_i = φ(q_i)ᵀ (Σ_j φ(k_j) v_jᵀ) / φ(q_i)ᵀ (Σ_j φ(k_j))``. With ``causal``
     the sums run over j ≤ i (prefix sums; needs Q == K). q (…, Q, D), k (…, K, D),
     v (…, K, Dv) → out (…, Q, Dv). φ must return non-negative features of shape (…, D')
-    (the default elu + 1 is positive). A query whose similarities are all 0 (e.g. K = 0)
-    gets a zero output, as a query that may attend no key."""
+    (the default elu + 1 is positive, D' = D), or be marked ``similarities_nonnegative``
+    when only φ(q)ᵀφ(k) is sure to be >= 0 (:func:`taylor_feature_map`, D' = 1 + D + D²).
+    The state Σ_j φ(k_j) v_jᵀ is (…, D', Dv): its size, and the rank of the weights, are
+    set by D', not D. A query whose similarities are all 0 (e.g. K = 0) gets a zero
+    output, as a query that may attend no key."""
     _check_qkv(q, k, v)
     require(callable(feature_map), f"feature_map must be a callable, got {feature_map!r}")
     check_bool(causal, "causal")
