@@ -33,17 +33,23 @@ import platform
 
 import torch
 import torch.nn.functional as F
+from common import (  # noqa: E402
+    budget_exit,
+    load_average,
+    print_difference,
+    print_timing,
+    time_interleaved,
+    timing_arguments,
+    timing_summary,
+    write_report,
+)
 
 from helpers.attention import scaled_dot_product_attention
 from helpers.masks import causal_mask
 
-from common import (budget_exit, load_average, print_difference, print_timing,  # noqa: E402
-                    time_interleaved, timing_arguments, timing_summary, write_report)
-
 SHAPE = (8, 8, 256, 64)  # (B, H, T, D)
 RATIO_BUDGET = 2.0
 DIFF_BUDGET = 1e-5
-
 
 
 def make_inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -52,18 +58,21 @@ def make_inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     return tuple(torch.randn(SHAPE, generator=gen, dtype=torch.float32) for _ in range(3))
 
 
-
-def run_case(name: str, helper_call, torch_call, runs: int, warmup: int,
-             budget: bool = True) -> dict:
+def run_case(
+    name: str, helper_call, torch_call, runs: int, warmup: int, budget: bool = True
+) -> dict:
     """Time one case and compare its outputs; return the figures as a dict."""
     with torch.no_grad():
         ours, theirs = helper_call(), torch_call()
         max_abs_diff = (ours - theirs).abs().max().item()
         helper_times, torch_times = time_interleaved(helper_call, torch_call, runs, warmup)
-    return {"case": name, **timing_summary(helper_times, torch_times,
-                                           RATIO_BUDGET if budget else None),
-            "max_abs_diff": max_abs_diff, "diff_budget": DIFF_BUDGET,
-            "diff_ok": max_abs_diff <= DIFF_BUDGET}
+    return {
+        "case": name,
+        **timing_summary(helper_times, torch_times, RATIO_BUDGET if budget else None),
+        "max_abs_diff": max_abs_diff,
+        "diff_budget": DIFF_BUDGET,
+        "diff_ok": max_abs_diff <= DIFF_BUDGET,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,16 +81,30 @@ def main(argv: list[str] | None = None) -> int:
     q, k, v = make_inputs()
     mask = causal_mask(SHAPE[2])  # (T, T), True = may attend
     cases = [  # (name, helper, torch, has a time budget)
-        ("no mask", lambda: scaled_dot_product_attention(q, k, v)[0],
-         lambda: F.scaled_dot_product_attention(q, k, v), True),
-        ("causal bool mask", lambda: scaled_dot_product_attention(q, k, v, mask)[0],
-         lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), True),
-        ("causal mask vs is_causal (ref.)", lambda: scaled_dot_product_attention(q, k, v, mask)[0],
-         lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), False),
+        (
+            "no mask",
+            lambda: scaled_dot_product_attention(q, k, v)[0],
+            lambda: F.scaled_dot_product_attention(q, k, v),
+            True,
+        ),
+        (
+            "causal bool mask",
+            lambda: scaled_dot_product_attention(q, k, v, mask)[0],
+            lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+            True,
+        ),
+        (
+            "causal mask vs is_causal (ref.)",
+            lambda: scaled_dot_product_attention(q, k, v, mask)[0],
+            lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            False,
+        ),
     ]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"{os.cpu_count()} CPUs, {platform.machine()}; (B, H, T, D) = {SHAPE}, float32, "
-          f"median of {args.runs} interleaved runs after {args.warmup} warm-up")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"{os.cpu_count()} CPUs, {platform.machine()}; (B, H, T, D) = {SHAPE}, float32, "
+        f"median of {args.runs} interleaved runs after {args.warmup} warm-up"
+    )
     load_before = load_average()
     print(f"load average (1 min) before: {load_before:.2f}")
     results = []
@@ -93,13 +116,25 @@ def main(argv: list[str] | None = None) -> int:
     load_after = load_average()
     print(f"load average (1 min) after: {load_after:.2f}")
     if args.json is not None:
-        write_report(args.json, shape_BHTD=list(SHAPE), dtype="float32",
-                     runs=args.runs, warmup=args.warmup, load_before=load_before,
-                     load_after=load_after, results=results)
+        write_report(
+            args.json,
+            shape_BHTD=list(SHAPE),
+            dtype="float32",
+            runs=args.runs,
+            warmup=args.warmup,
+            load_before=load_before,
+            load_after=load_after,
+            results=results,
+        )
         print(f"wrote {args.json}")
-    return budget_exit(verdict for r in results for verdict in (
-        (f"{r['case']}: time ratio {r['ratio']:.2f} (<= {r['ratio_budget']})", r["ratio_ok"]),
-        (f"{r['case']}: max |diff| (<= {DIFF_BUDGET:.0e})", r["diff_ok"])))
+    return budget_exit(
+        verdict
+        for r in results
+        for verdict in (
+            (f"{r['case']}: time ratio {r['ratio']:.2f} (<= {r['ratio_budget']})", r["ratio_ok"]),
+            (f"{r['case']}: max |diff| (<= {DIFF_BUDGET:.0e})", r["diff_ok"]),
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -60,14 +60,21 @@ def timed_build(out: Path, toc: Path | None) -> dict:
     log = proc.stdout + proc.stderr
     log = re.sub(r"\x1b\[[0-9;]*m", "", log)  # Sphinx colours its warnings
     problems = [line for line in log.splitlines() if "WARNING" in line or "ERROR" in line]
-    return {"seconds": seconds, "returncode": proc.returncode, "warnings": len(problems),
-            "problems": problems[:20]}
+    return {
+        "seconds": seconds,
+        "returncode": proc.returncode,
+        "warnings": len(problems),
+        "problems": problems[:20],
+    }
 
 
 def bench_build(toc: Path | None) -> list[dict]:
     if not (ROOT / "book" / "vendor").is_dir():
-        print("warning: book/vendor is missing (run make book first); the offline JS "
-              "assets will be absent from this build", file=sys.stderr)
+        print(
+            "warning: book/vendor is missing (run make book first); the offline JS "
+            "assets will be absent from this build",
+            file=sys.stderr,
+        )
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
         out = Path(tmp)
@@ -91,18 +98,30 @@ def execute_copy(path: Path) -> dict:
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)  # a copy: the file on disk is left as it is
-    client = NotebookClient(nb, timeout=TIMEOUT_PER_CELL, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}},
-                            store_widget_state=True, record_timing=False)
+    client = NotebookClient(
+        nb,
+        timeout=TIMEOUT_PER_CELL,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=True,
+        record_timing=False,
+    )
     error = None
     start = time.perf_counter()
     try:
         client.execute()
     except Exception as exc:  # a failing cell: report it, keep benchmarking the others
-        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        error = (
+            f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        )
     seconds = time.perf_counter() - start
-    return {"figure": f"execute {path.name}", "budget_s": CHAPTER_BUDGET, "seconds": seconds,
-            "cells": len(nb.cells), "error": error}
+    return {
+        "figure": f"execute {path.name}",
+        "budget_s": CHAPTER_BUDGET,
+        "seconds": seconds,
+        "cells": len(nb.cells),
+        "error": error,
+    }
 
 
 def bench_execute(paths: list[Path]) -> list[dict]:
@@ -110,12 +129,16 @@ def bench_execute(paths: list[Path]) -> list[dict]:
     if not paths:
         print("No chapter notebooks found in chapters/: nothing to execute")
     for path in paths:
-        print(f"Executing {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} ...",
-              flush=True)
+        print(
+            f"Executing {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} ...",
+            flush=True,
+        )
         row = execute_copy(path)
         rows.append(row)
-        print(f"  {row['seconds']:.1f} s" + (f"  FAILED: {row['error']}" if row["error"] else ""),
-              flush=True)
+        print(
+            f"  {row['seconds']:.1f} s" + (f"  FAILED: {row['error']}" if row["error"] else ""),
+            flush=True,
+        )
     return rows
 
 
@@ -139,15 +162,18 @@ def report(rows: list[dict]) -> None:
         print(f"{row['figure']:44} {row['seconds']:7.1f} s {budget:>9}  {verdict(row)}{note}")
     over = [r["figure"] for r in rows if verdict(r) == "OVER BUDGET"]
     failed = [r["figure"] for r in rows if verdict(r) == "FAILED"]
-    print(f"\nSummary on {os.cpu_count()} cores: "
-          + (f"OVER BUDGET: {', '.join(over)}" if over else "all within budget")
-          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    print(
+        f"\nSummary on {os.cpu_count()} cores: "
+        + (f"OVER BUDGET: {', '.join(over)}" if over else "all within budget")
+        + (f"; FAILED: {', '.join(failed)}" if failed else "")
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("notebooks", nargs="*", type=Path,
-                        help="chapters to execute (default: chapters/*.ipynb)")
+    parser.add_argument(
+        "notebooks", nargs="*", type=Path, help="chapters to execute (default: chapters/*.ipynb)"
+    )
     parser.add_argument("--skip-build", action="store_true", help="skip (a) and (b)")
     parser.add_argument("--skip-execute", action="store_true", help="skip (c)")
     parser.add_argument("--toc", type=Path, help="build with this table of contents")
@@ -171,8 +197,10 @@ def main(argv=None) -> int:
         args.json.write_text(json.dumps({"cores": os.cpu_count(), "figures": rows}, indent=2))
         print(f"wrote {args.json}")
     met = {"OK": True, "-": None}  # "-": no budget; OVER BUDGET and FAILED are misses
-    return budget_exit((f"{row['figure']} {row['seconds']:.1f} s ({verdict(row)})",
-                        met.get(verdict(row), False)) for row in rows)
+    return budget_exit(
+        (f"{row['figure']} {row['seconds']:.1f} s ({verdict(row)})", met.get(verdict(row), False))
+        for row in rows
+    )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import torch
 
-
 # glibc returns a freed block of more than a few MB to the system at moments that depend on
 # the address layout, so a chain of tensor ops that allocates (…, Q, K) temporaries runs
 # either with ~2 page faults per call or with ~9,000 (measured: 12 ms or 27 ms for the same
@@ -30,11 +29,13 @@ def steady_allocator() -> None:
     if all(os.environ.get(name) == value for name, value in MALLOC_SETTINGS.items()):
         return
     import sys
+
     os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_SETTINGS})
 
 
-def timing_arguments(description: str, argv: list[str] | None = None,
-                     **extra: dict) -> argparse.Namespace:
+def timing_arguments(
+    description: str, argv: list[str] | None = None, **extra: dict
+) -> argparse.Namespace:
     """Parse ``--runs`` (at least 20), ``--warmup`` and ``--json`` plus ``extra`` options
     (name -> ``add_argument`` keywords); first make the allocator steady (see
     :func:`steady_allocator`)."""
@@ -87,21 +88,34 @@ def timing_summary(helper_times: list, torch_times: list, ratio_budget: float | 
     """
     helper_s, torch_s = statistics.median(helper_times), statistics.median(torch_times)
     ratio = helper_s / torch_s
-    return {"helper_ms": helper_s * 1e3, "torch_ms": torch_s * 1e3, "ratio": ratio,
-            "helper_best_ms": min(helper_times) * 1e3, "torch_best_ms": min(torch_times) * 1e3,
-            "best_ratio": min(helper_times) / min(torch_times), "ratio_budget": ratio_budget,
-            "ratio_ok": None if ratio_budget is None else ratio <= ratio_budget}
+    return {
+        "helper_ms": helper_s * 1e3,
+        "torch_ms": torch_s * 1e3,
+        "ratio": ratio,
+        "helper_best_ms": min(helper_times) * 1e3,
+        "torch_best_ms": min(torch_times) * 1e3,
+        "best_ratio": min(helper_times) / min(torch_times),
+        "ratio_budget": ratio_budget,
+        "ratio_ok": None if ratio_budget is None else ratio <= ratio_budget,
+    }
 
 
 def print_timing(name: str, result: dict, width: int) -> None:
     """Print the median and best-run lines of a :func:`timing_summary` result."""
     budget = result["ratio_budget"]
-    verdict = ("no budget" if budget is None
-               else f"(<= {budget}) {'OK' if result['ratio_ok'] else 'OVER BUDGET'}")
-    print(f"{name:{width}s} median: helper {result['helper_ms']:7.2f} ms, "
-          f"torch {result['torch_ms']:7.2f} ms, ratio {result['ratio']:4.2f} {verdict}")
-    print(f"{'':{width}s} best:   helper {result['helper_best_ms']:7.2f} ms, "
-          f"torch {result['torch_best_ms']:7.2f} ms, ratio {result['best_ratio']:4.2f}")
+    verdict = (
+        "no budget"
+        if budget is None
+        else f"(<= {budget}) {'OK' if result['ratio_ok'] else 'OVER BUDGET'}"
+    )
+    print(
+        f"{name:{width}s} median: helper {result['helper_ms']:7.2f} ms, "
+        f"torch {result['torch_ms']:7.2f} ms, ratio {result['ratio']:4.2f} {verdict}"
+    )
+    print(
+        f"{'':{width}s} best:   helper {result['helper_best_ms']:7.2f} ms, "
+        f"torch {result['torch_best_ms']:7.2f} ms, ratio {result['best_ratio']:4.2f}"
+    )
 
 
 def print_difference(width: int, text: str, ok: bool, budget: float) -> None:
@@ -111,8 +125,12 @@ def print_difference(width: int, text: str, ok: bool, budget: float) -> None:
 
 def write_report(path: Path, **figures) -> None:
     """Write ``figures`` as JSON to ``path``, with the torch version, threads and CPU count."""
-    report = {"torch": torch.__version__, "threads": torch.get_num_threads(),
-              "cpus": os.cpu_count(), **figures}
+    report = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        **figures,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n")
 

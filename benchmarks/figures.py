@@ -26,15 +26,14 @@ import sys
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
-
 from common import budget_exit  # benchmarks/common.py (the script's folder is on sys.path)
+from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from helpers.figures.frames import MIN_TEXT_PX  # noqa: E402
 
-RECORDER = r'''
+RECORDER = r"""
 import sys as _sys
 import matplotlib.backend_bases as _mbb
 import helpers.figures.frames as _frames
@@ -65,7 +64,7 @@ def _recording_print_figure(self, filename, *args, **kwargs):
                          "title": title})
     return result
 _mbb.FigureCanvasBase.print_figure = _recording_print_figure
-'''
+"""
 REPORT = "import json as _json; print(_json.dumps(_FIGURE_TEXT))"
 
 
@@ -74,8 +73,9 @@ def measure(path: Path) -> list[dict]:
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(RECORDER))
     nb.cells.append(nbformat.v4.new_code_cell(REPORT))
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout")
     return json.loads(text)
 
@@ -85,8 +85,10 @@ def main(argv=None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--json", type=Path, help="also write the records to this file")
     args = parser.parse_args(argv)
-    paths = args.notebooks or [*sorted((ROOT / "chapters").glob("*.ipynb")),
-                               ROOT / "book" / "intro.ipynb"]
+    paths = args.notebooks or [
+        *sorted((ROOT / "chapters").glob("*.ipynb")),
+        ROOT / "book" / "intro.ipynb",
+    ]
     print(f"Smallest text per PNG on a phone (natural size), budget >= {MIN_TEXT_PX:g} CSS px")
     print(f"{'notebook':34} {'static':>6} {'smallest':>9} {'frames':>6} {'smallest':>9}  verdict")
     verdicts, everything = [], {}
@@ -111,11 +113,14 @@ def main(argv=None) -> int:
         for (cell, kind), (count, px) in small.items():
             print(f"    {count} {kind} of the cell {cell!r}: {px:.1f} px")
     if everything:
-        name, worst = min(((n, r) for n, rs in everything.items() for r in rs),
-                          key=lambda item: item[1]["px"])
-        print(f"smallest on any page: {worst['px']:.1f} px ({name}, "
-              f"{'a frame' if worst['frame'] else 'a static figure'} {worst['title']!r} "
-              f"of the cell {worst['cell']!r})")
+        name, worst = min(
+            ((n, r) for n, rs in everything.items() for r in rs), key=lambda item: item[1]["px"]
+        )
+        print(
+            f"smallest on any page: {worst['px']:.1f} px ({name}, "
+            f"{'a frame' if worst['frame'] else 'a static figure'} {worst['title']!r} "
+            f"of the cell {worst['cell']!r})"
+        )
     if args.json:
         args.json.write_text(json.dumps(everything, indent=1))
     return budget_exit(verdicts)

@@ -67,24 +67,48 @@ LATENCY_BUDGET = 16.0  # ms, median slider move to new frame painted (one displa
 MOVES = 12  # per slider and input device (>= 10)
 
 # The throttled phone: 4x slower CPU, 9 Mbit/s down, 1.5 Mbit/s up, 60 ms round trip.
-PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 3,
-         "is_mobile": True, "has_touch": True}
+PHONE = {
+    "viewport": {"width": 390, "height": 844},
+    "device_scale_factor": 3,
+    "is_mobile": True,
+    "has_touch": True,
+}
 CPU_SLOWDOWN = 4
-NETWORK = {"offline": False, "latency": 60, "downloadThroughput": 9e6 / 8,
-           "uploadThroughput": 1.5e6 / 8}
+NETWORK = {
+    "offline": False,
+    "latency": 60,
+    "downloadThroughput": 9e6 / 8,
+    "uploadThroughput": 1.5e6 / 8,
+}
 DESKTOP = {"viewport": {"width": 1200, "height": 900}}
 
 # Content types GitHub Pages sends gzip-compressed (it leaves PNG, JPEG and WOFF2 alone).
-COMPRESSED_TYPES = ("text/", "application/javascript", "application/json", "image/svg",
-                    "application/x-font-ttf", "font/ttf", "application/vnd.ms-fontobject",
-                    "font/otf", "application/font-woff", "font/woff")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic",
-                 # Every host but 127.0.0.1 resolves to nothing: the site must stay offline.
-                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+COMPRESSED_TYPES = (
+    "text/",
+    "application/javascript",
+    "application/json",
+    "image/svg",
+    "application/x-font-ttf",
+    "font/ttf",
+    "application/vnd.ms-fontobject",
+    "font/otf",
+    "application/font-woff",
+    "font/woff",
+)
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    # Every host but 127.0.0.1 resolves to nothing: the site must stay offline.
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+]
 WIDGET_STATE = re.compile(
-    rb'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>', re.S)
+    rb'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>', re.S
+)
 
 # Runs before the page's own scripts: stamps the first animation frame at which a slider
 # handle exists and the picture in its figure is decoded.
@@ -164,8 +188,11 @@ class PagesHandler(http.server.SimpleHTTPRequestHandler):
         if path.is_dir():
             path = path / "index.html"
         kind = self.guess_type(str(path))
-        if (not path.is_file() or "gzip" not in self.headers.get("Accept-Encoding", "")
-                or not kind.startswith(COMPRESSED_TYPES)):
+        if (
+            not path.is_file()
+            or "gzip" not in self.headers.get("Accept-Encoding", "")
+            or not kind.startswith(COMPRESSED_TYPES)
+        ):
             return super().send_head()
         key = (path, path.stat().st_mtime_ns)
         with self._lock:
@@ -205,9 +232,14 @@ def html_composition(path: Path) -> dict:
     html = path.read_bytes()
     state = b"".join(m.group(1) for m in WIDGET_STATE.finditer(html))
     rest = WIDGET_STATE.sub(b"", html)
-    return {"html_bytes": len(html), "html_gzip": len(gzip.compress(html, 6)),
-            "state_bytes": len(state), "state_gzip": len(gzip.compress(state, 6)) if state else 0,
-            "rest_bytes": len(rest), "rest_gzip": len(gzip.compress(rest, 6))}
+    return {
+        "html_bytes": len(html),
+        "html_gzip": len(gzip.compress(html, 6)),
+        "state_bytes": len(state),
+        "state_gzip": len(gzip.compress(state, 6)) if state else 0,
+        "rest_bytes": len(rest),
+        "rest_gzip": len(gzip.compress(rest, 6)),
+    }
 
 
 def measure_page(browser, base: str, rel: str, profile: str, latency: bool) -> dict:
@@ -222,8 +254,7 @@ def measure_page(browser, base: str, rel: str, profile: str, latency: bool) -> d
     urls, wire, body, refused, errors = {}, {}, {}, [], []
 
     def on_response(event):
-        urls[event["requestId"]] = (event["response"]["url"],
-                                    event["response"].get("mimeType", ""))
+        urls[event["requestId"]] = (event["response"]["url"], event["response"].get("mimeType", ""))
 
     def on_data(event):
         body[event["requestId"]] = body.get(event["requestId"], 0) + event["dataLength"]
@@ -237,8 +268,10 @@ def measure_page(browser, base: str, rel: str, profile: str, latency: bool) -> d
             refused.append(url)
 
     requested = {}
-    cdp.on("Network.requestWillBeSent",
-           lambda e: requested.__setitem__(e["requestId"], e["request"]["url"]))
+    cdp.on(
+        "Network.requestWillBeSent",
+        lambda e: requested.__setitem__(e["requestId"], e["request"]["url"]),
+    )
     cdp.on("Network.responseReceived", on_response)
     cdp.on("Network.dataReceived", on_data)
     cdp.on("Network.loadingFinished", on_finished)
@@ -246,13 +279,13 @@ def measure_page(browser, base: str, rel: str, profile: str, latency: bool) -> d
     page.add_init_script(FIRST_SLIDER_JS)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{base}/{rel}", wait_until="load", timeout=180_000)
-    has_state = page.locator(
-        'script[type="application/vnd.jupyter.widget-view+json"]').count() > 0
+    has_state = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count() > 0
     first_slider = None
     if has_state:
         try:
-            page.wait_for_function("() => window.__firstSlider !== undefined",
-                                   timeout=120_000, polling=250)
+            page.wait_for_function(
+                "() => window.__firstSlider !== undefined", timeout=120_000, polling=250
+            )
             first_slider = page.evaluate("() => window.__firstSlider")
         except Exception:  # no slider on this page, or it never became usable
             first_slider = None
@@ -262,22 +295,36 @@ def measure_page(browser, base: str, rel: str, profile: str, latency: bool) -> d
         pass
     page.wait_for_timeout(300)
     first_paint = page.evaluate(
-        "() => (performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime"
-        " ?? null")
+        "() => (performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime ?? null"
+    )
     resources = []
     for rid, size in wire.items():
         url, mime = urls.get(rid, (requested.get(rid, "?"), ""))
         if url.startswith(("data:", "blob:")):
             continue
-        resources.append({"url": url.split("?")[0].removeprefix(base + "/"), "type": mime,
-                          "wire": size, "body": body.get(rid, 0)})
+        resources.append(
+            {
+                "url": url.split("?")[0].removeprefix(base + "/"),
+                "type": mime,
+                "wire": size,
+                "body": body.get(rid, 0),
+            }
+        )
     resources.sort(key=lambda r: -r["wire"])
-    result = {"page": rel, "profile": profile, "requests": len(resources),
-              "transfer": sum(r["wire"] for r in resources),
-              "uncompressed": sum(r["body"] for r in resources),
-              "first_paint_ms": first_paint, "first_slider_ms": first_slider,
-              "has_widgets": has_state, "refused": refused, "page_errors": errors,
-              "resources": resources, "sliders": []}
+    result = {
+        "page": rel,
+        "profile": profile,
+        "requests": len(resources),
+        "transfer": sum(r["wire"] for r in resources),
+        "uncompressed": sum(r["body"] for r in resources),
+        "first_paint_ms": first_paint,
+        "first_slider_ms": first_slider,
+        "has_widgets": has_state,
+        "refused": refused,
+        "page_errors": errors,
+        "resources": resources,
+        "sliders": [],
+    }
     if latency:
         cdp.detach()
         count = page.locator(".widget-slider").count()
@@ -333,12 +380,16 @@ def moves(page, i: int, handle, slider, kind: str) -> dict:
             load.append(r["load"] - r["key"])
         # noUiSlider ignores a tap while it animates the last one (300 ms)
         page.wait_for_timeout(50 if kind == "keyboard" else 400)
-    return {"moves": len(paint), "missed": missed, "blank_paints": blank,
-            "median_ms": statistics.median(paint) if paint else None,
-            "max_ms": max(paint) if paint else None,
-            "dom_median_ms": statistics.median(dom) if dom else None,
-            "load_median_ms": statistics.median(load) if load else None,
-            "samples_ms": [round(x, 2) for x in paint]}
+    return {
+        "moves": len(paint),
+        "missed": missed,
+        "blank_paints": blank,
+        "median_ms": statistics.median(paint) if paint else None,
+        "max_ms": max(paint) if paint else None,
+        "dom_median_ms": statistics.median(dom) if dom else None,
+        "load_median_ms": statistics.median(load) if load else None,
+        "samples_ms": [round(x, 2) for x in paint],
+    }
 
 
 def verdict(ok: bool) -> str:
@@ -357,8 +408,9 @@ def page_misses(r: dict) -> list[str]:
     if r["profile"] == "phone":
         if r["transfer"] > TRANSFER_BUDGET:
             missed.append("transfer")
-        if r["has_widgets"] and (r["first_slider_ms"] is None
-                                 or r["first_slider_ms"] > FIRST_SLIDER_BUDGET):
+        if r["has_widgets"] and (
+            r["first_slider_ms"] is None or r["first_slider_ms"] > FIRST_SLIDER_BUDGET
+        ):
             missed.append("first usable slider")
     if r["refused"]:
         missed.append("offline")
@@ -377,16 +429,22 @@ def slider_misses(s: dict) -> list[str]:
 def report(results: list[dict], composition: dict, detail: bool) -> list[str]:
     """Print the tables; return the budgets missed."""
     over = []
-    print("\nHTML of each page (saved widget state against the rest; budget: HTML under "
-          f"{HTML_BUDGET / 1e6:.1f} MB)")
-    print(f"{'page':40} {'HTML':>9} {'gzip':>9} {'state':>9} {'gzip':>9} {'state%':>6} "
-          f"{'rest':>9} {'gzip':>9}  verdict")
+    print(
+        "\nHTML of each page (saved widget state against the rest; budget: HTML under "
+        f"{HTML_BUDGET / 1e6:.1f} MB)"
+    )
+    print(
+        f"{'page':40} {'HTML':>9} {'gzip':>9} {'state':>9} {'gzip':>9} {'state%':>6} "
+        f"{'rest':>9} {'gzip':>9}  verdict"
+    )
     for rel, c in composition.items():
         share = c["state_bytes"] / c["html_bytes"] * 100
-        print(f"{rel:40} {c['html_bytes'] / 1e6:7.3f}MB {c['html_gzip'] / 1e6:7.3f}MB "
-              f"{c['state_bytes'] / 1e6:7.3f}MB {c['state_gzip'] / 1e6:7.3f}MB {share:5.0f}% "
-              f"{c['rest_bytes'] / 1e6:7.3f}MB {c['rest_gzip'] / 1e6:7.3f}MB  "
-              f"{verdict(c['html_bytes'] <= HTML_BUDGET)}")
+        print(
+            f"{rel:40} {c['html_bytes'] / 1e6:7.3f}MB {c['html_gzip'] / 1e6:7.3f}MB "
+            f"{c['state_bytes'] / 1e6:7.3f}MB {c['state_gzip'] / 1e6:7.3f}MB {share:5.0f}% "
+            f"{c['rest_bytes'] / 1e6:7.3f}MB {c['rest_gzip'] / 1e6:7.3f}MB  "
+            f"{verdict(c['html_bytes'] <= HTML_BUDGET)}"
+        )
         if c["html_bytes"] > HTML_BUDGET:
             over.append(f"{rel}: HTML size")
     for profile in ("phone", "desktop"):
@@ -394,50 +452,68 @@ def report(results: list[dict], composition: dict, detail: bool) -> list[str]:
         if not rows:
             continue
         if profile == "phone":
-            print(f"\nThrottled phone (390x844 @3x, CPU /{CPU_SLOWDOWN}, "
-                  f"{NETWORK['downloadThroughput'] * 8 / 1e6:.0f} Mbit/s down, "
-                  f"{NETWORK['uploadThroughput'] * 8 / 1e6:.1f} up, {NETWORK['latency']} ms); "
-                  f"budgets: transfer <= {TRANSFER_BUDGET / 1e6:.1f} MB compressed, "
-                  f"first usable slider <= {FIRST_SLIDER_BUDGET / 1e3:.0f} s")
+            print(
+                f"\nThrottled phone (390x844 @3x, CPU /{CPU_SLOWDOWN}, "
+                f"{NETWORK['downloadThroughput'] * 8 / 1e6:.0f} Mbit/s down, "
+                f"{NETWORK['uploadThroughput'] * 8 / 1e6:.1f} up, {NETWORK['latency']} ms); "
+                f"budgets: transfer <= {TRANSFER_BUDGET / 1e6:.1f} MB compressed, "
+                f"first usable slider <= {FIRST_SLIDER_BUDGET / 1e3:.0f} s"
+            )
         else:
-            print("\nDesktop, unthrottled (1200x900): the same figures, no budget but HTML "
-                  "size and slider latency")
-        print(f"{'page':40} {'transfer':>9} {'unzipped':>9} {'reqs':>4} {'paint':>7} "
-              f"{'slider':>7}  verdict")
+            print(
+                "\nDesktop, unthrottled (1200x900): the same figures, no budget but HTML "
+                "size and slider latency"
+            )
+        print(
+            f"{'page':40} {'transfer':>9} {'unzipped':>9} {'reqs':>4} {'paint':>7} "
+            f"{'slider':>7}  verdict"
+        )
         for r in rows:
-            missed = page_misses(r) if profile == "phone" else (
-                ["offline"] if r["refused"] else [])
+            missed = page_misses(r) if profile == "phone" else (["offline"] if r["refused"] else [])
             over += [f"{r['page']} ({profile}): {m}" for m in missed]
-            print(f"{r['page']:40} {r['transfer'] / 1e6:7.3f}MB {r['uncompressed'] / 1e6:7.3f}MB"
-                  f" {r['requests']:4d} {ms(r['first_paint_ms'])} {ms(r['first_slider_ms'])}  "
-                  + (verdict(not missed) + (f" ({', '.join(missed)})" if missed else "")))
+            print(
+                f"{r['page']:40} {r['transfer'] / 1e6:7.3f}MB {r['uncompressed'] / 1e6:7.3f}MB"
+                f" {r['requests']:4d} {ms(r['first_paint_ms'])} {ms(r['first_slider_ms'])}  "
+                + (verdict(not missed) + (f" ({', '.join(missed)})" if missed else ""))
+            )
             for url in r["refused"]:
                 print(f"    request left 127.0.0.1 (refused): {url}")
             for err in r["page_errors"]:
                 print(f"    page error: {err}")
             if detail:
                 for res in r["resources"]:
-                    print(f"      {res['wire'] / 1e3:9.1f} kB wire {res['body'] / 1e3:9.1f} kB "
-                          f"body  {res['url']}")
+                    print(
+                        f"      {res['wire'] / 1e3:9.1f} kB wire {res['body'] / 1e3:9.1f} kB "
+                        f"body  {res['url']}"
+                    )
     sliders = [(r["page"], s) for r in results for s in r["sliders"]]
     if sliders or any(r["profile"] == "desktop" for r in results):
-        print(f"\nSlider move -> new frame painted, desktop (budget: median <= "
-              f"{LATENCY_BUDGET:.0f} ms by keyboard and by mouse, {MOVES} moves each)")
+        print(
+            f"\nSlider move -> new frame painted, desktop (budget: median <= "
+            f"{LATENCY_BUDGET:.0f} ms by keyboard and by mouse, {MOVES} moves each)"
+        )
     for page, s in sliders:
         missed = slider_misses(s)
         over += [f"{page} [{s['slider']}]: {m} latency" for m in missed]
         parts = []
         for kind in ("keyboard", "mouse"):
             m = s[kind]
-            parts.append(f"{kind} median {m['median_ms']:.1f} max {m['max_ms']:.1f} ms "
-                         f"({m['moves']} moves, {m['missed']} missed, {m['blank_paints']} blank)"
-                         if m["moves"] else f"{kind}: no frame change seen")
-        print(f"  {page} [{s['slider']}]: {'; '.join(parts)}  "
-              + (verdict(not missed) + (f" ({', '.join(missed)})" if missed else "")))
+            parts.append(
+                f"{kind} median {m['median_ms']:.1f} max {m['max_ms']:.1f} ms "
+                f"({m['moves']} moves, {m['missed']} missed, {m['blank_paints']} blank)"
+                if m["moves"]
+                else f"{kind}: no frame change seen"
+            )
+        print(
+            f"  {page} [{s['slider']}]: {'; '.join(parts)}  "
+            + (verdict(not missed) + (f" ({', '.join(missed)})" if missed else ""))
+        )
     refused = sum(len(r["refused"]) for r in results)
-    print(f"\nSummary: {len(composition)} pages, {len(sliders)} sliders, {refused} requests "
-          "left 127.0.0.1; " + (f"OVER BUDGET ({len(over)}): " + "; ".join(over) if over
-                                 else "all within budget"))
+    print(
+        f"\nSummary: {len(composition)} pages, {len(sliders)} sliders, {refused} requests "
+        "left 127.0.0.1; "
+        + (f"OVER BUDGET ({len(over)}): " + "; ".join(over) if over else "all within budget")
+    )
     return over
 
 
@@ -454,19 +530,24 @@ def main(argv=None) -> int:
     if not (site / "index.html").is_file():
         print(f"error: no built site in {site}: run make book first", file=sys.stderr)
         return 2
-    pages = [p for p in html_pages(site)
-             if fnmatch.fnmatch(p.relative_to(site).as_posix(), args.pages)]
+    pages = [
+        p for p in html_pages(site) if fnmatch.fnmatch(p.relative_to(site).as_posix(), args.pages)
+    ]
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        print("error: playwright is not installed: run make book first (it installs the venv)",
-              file=sys.stderr)
+        print(
+            "error: playwright is not installed: run make book first (it installs the venv)",
+            file=sys.stderr,
+        )
         return 2
     profiles = [args.only] if args.only else ["phone", "desktop"]
     server = serve(site)
     base = f"http://127.0.0.1:{server.server_port}"
-    print(f"Serving {site} at {base} (text gzipped, as GitHub Pages); {len(pages)} pages; "
-          f"profiles: {', '.join(profiles)}")
+    print(
+        f"Serving {site} at {base} (text gzipped, as GitHub Pages); {len(pages)} pages; "
+        f"profiles: {', '.join(profiles)}"
+    )
     composition = {p.relative_to(site).as_posix(): html_composition(p) for p in pages}
     results = []
     try:
@@ -475,8 +556,13 @@ def main(argv=None) -> int:
             for profile in profiles:
                 for path in pages:
                     rel = path.relative_to(site).as_posix()
-                    r = measure_page(browser, base, rel, profile,
-                                     latency=profile == "desktop" and not args.no_latency)
+                    r = measure_page(
+                        browser,
+                        base,
+                        rel,
+                        profile,
+                        latency=profile == "desktop" and not args.no_latency,
+                    )
                     r["html_bytes"] = composition[rel]["html_bytes"]
                     results.append(r)
                     print(f"  measured {rel} ({profile})", file=sys.stderr, flush=True)
@@ -485,10 +571,22 @@ def main(argv=None) -> int:
         server.shutdown()
     over = report(results, composition, args.detail)
     if args.json:
-        args.json.write_text(json.dumps({
-            "budgets": {"html_bytes": HTML_BUDGET, "transfer_bytes": TRANSFER_BUDGET,
-                        "first_slider_ms": FIRST_SLIDER_BUDGET, "latency_ms": LATENCY_BUDGET},
-            "composition": composition, "pages": results, "over_budget": over}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "budgets": {
+                        "html_bytes": HTML_BUDGET,
+                        "transfer_bytes": TRANSFER_BUDGET,
+                        "first_slider_ms": FIRST_SLIDER_BUDGET,
+                        "latency_ms": LATENCY_BUDGET,
+                    },
+                    "composition": composition,
+                    "pages": results,
+                    "over_budget": over,
+                },
+                indent=2,
+            )
+        )
         print(f"wrote {args.json}")
     return 1 if over else 0
 

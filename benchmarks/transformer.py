@@ -36,32 +36,50 @@ import time
 from pathlib import Path
 
 import torch
+from common import budget_exit, load_average, write_report  # noqa: E402  (benchmarks/common.py)
 
 from helpers.seq2seq import greedy_decode
-from helpers.tasks.reversal import (BOS_ID, reversal_batch, reversal_model, token_accuracy,
-                                    train_seq2seq)
-
-from common import budget_exit, load_average, write_report  # noqa: E402  (benchmarks/common.py)
+from helpers.tasks.reversal import (
+    BOS_ID,
+    reversal_batch,
+    reversal_model,
+    token_accuracy,
+    train_seq2seq,
+)
 
 LENGTH, BATCH, LR, WARMUP = 8, 64, 1e-3, 50
 TARGET, BUDGET_SECONDS, MAX_STEPS = 0.99, 60.0, 2000
 
 
-
 def time_to_target(seed: int) -> tuple[dict, torch.nn.Module]:
     model = reversal_model(seed)
     cpu_start = time.process_time()
-    history = train_seq2seq(model, MAX_STEPS, batch_size=BATCH, lr=LR, warmup_steps=WARMUP,
-                            seed=seed, progress=False, length=LENGTH, eval_every=25,
-                            target_accuracy=TARGET, eval_sequences=500)
+    history = train_seq2seq(
+        model,
+        MAX_STEPS,
+        batch_size=BATCH,
+        lr=LR,
+        warmup_steps=WARMUP,
+        seed=seed,
+        progress=False,
+        length=LENGTH,
+        eval_every=25,
+        target_accuracy=TARGET,
+        eval_sequences=500,
+    )
     cpu_seconds = time.process_time() - cpu_start
     final = token_accuracy(model, 2000, seed=20_000, length=LENGTH)
     reached = bool(history["accuracy"]) and history["accuracy"][-1][1] >= TARGET
-    return {"steps": history["steps"], "seconds": history["seconds"],
-            "cpu_seconds": cpu_seconds, "reached_target": reached,
-            "eval_accuracy": history["accuracy"][-1][1] if history["accuracy"] else None,
-            "final_loss": history["loss"][-1], "fresh_accuracy_2000": final,
-            "ok": reached and history["seconds"] <= BUDGET_SECONDS}, model
+    return {
+        "steps": history["steps"],
+        "seconds": history["seconds"],
+        "cpu_seconds": cpu_seconds,
+        "reached_target": reached,
+        "eval_accuracy": history["accuracy"][-1][1] if history["accuracy"] else None,
+        "final_loss": history["loss"][-1],
+        "fresh_accuracy_2000": final,
+        "ok": reached and history["seconds"] <= BUDGET_SECONDS,
+    }, model
 
 
 def decode_speed(model: torch.nn.Module, batch: int, runs: int) -> dict:
@@ -75,8 +93,12 @@ def decode_speed(model: torch.nn.Module, batch: int, runs: int) -> dict:
         times.append(time.perf_counter() - start)
     assert tokens.shape == (batch, new_tokens)
     median = statistics.median(times)
-    return {"batch": batch, "new_tokens": new_tokens, "median_seconds": median,
-            "tokens_per_second": batch * new_tokens / median}
+    return {
+        "batch": batch,
+        "new_tokens": new_tokens,
+        "median_seconds": median,
+        "tokens_per_second": batch * new_tokens / median,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,33 +110,58 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     load_before = load_average()
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"threads={torch.get_num_threads()}, load average {load_before:.2f}")
+    print(
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+        f"threads={torch.get_num_threads()}, load average {load_before:.2f}"
+    )
 
     training, model = time_to_target(args.seed)
     verdict = "OK" if training["ok"] else "OVER BUDGET"
-    print(f"training to {TARGET:.0%} held-out token accuracy (reverse {LENGTH} digits): "
-          f"{training['steps']} steps, {training['seconds']:.1f} s wall "
-          f"({training['cpu_seconds']:.1f} s CPU), accuracy {training['eval_accuracy']:.4f}; "
-          f"budget {BUDGET_SECONDS:.0f} s: {verdict}")
-    print(f"  fresh check: token accuracy {training['fresh_accuracy_2000']:.4f} on 2000 "
-          f"sequences (seed 20000)")
+    print(
+        f"training to {TARGET:.0%} held-out token accuracy (reverse {LENGTH} digits): "
+        f"{training['steps']} steps, {training['seconds']:.1f} s wall "
+        f"({training['cpu_seconds']:.1f} s CPU), accuracy {training['eval_accuracy']:.4f}; "
+        f"budget {BUDGET_SECONDS:.0f} s: {verdict}"
+    )
+    print(
+        f"  fresh check: token accuracy {training['fresh_accuracy_2000']:.4f} on 2000 "
+        f"sequences (seed 20000)"
+    )
     decoding = [decode_speed(model, batch, args.runs) for batch in (64, 1)]
     for row in decoding:
-        print(f"greedy decoding, batch {row['batch']:>2}: {row['tokens_per_second']:,.0f} "
-              f"tokens/s ({row['median_seconds'] * 1e3:.1f} ms for {row['new_tokens']} steps)")
+        print(
+            f"greedy decoding, batch {row['batch']:>2}: {row['tokens_per_second']:,.0f} "
+            f"tokens/s ({row['median_seconds'] * 1e3:.1f} ms for {row['new_tokens']} steps)"
+        )
     load_after = load_average()
     print(f"load average after: {load_after:.2f}")
     if args.json is not None:
-        write_report(args.json, load_average=[load_before, load_after], seed=args.seed,
-                     config={"length": LENGTH, "batch": BATCH, "lr": LR, "warmup": WARMUP,
-                             "target": TARGET, "budget_seconds": BUDGET_SECONDS},
-                     training=training, decoding=decoding)
+        write_report(
+            args.json,
+            load_average=[load_before, load_after],
+            seed=args.seed,
+            config={
+                "length": LENGTH,
+                "batch": BATCH,
+                "lr": LR,
+                "warmup": WARMUP,
+                "target": TARGET,
+                "budget_seconds": BUDGET_SECONDS,
+            },
+            training=training,
+            decoding=decoding,
+        )
         print(f"wrote {args.json}")
-    return budget_exit([(f"training to {TARGET:.0%} in {training['seconds']:.1f} s "
-                         f"(<= {BUDGET_SECONDS:.0f} s)"
-                         + ("" if training["reached_target"] else ", target not reached"),
-                         training["ok"])])
+    return budget_exit(
+        [
+            (
+                f"training to {TARGET:.0%} in {training['seconds']:.1f} s "
+                f"(<= {BUDGET_SECONDS:.0f} s)"
+                + ("" if training["reached_target"] else ", target not reached"),
+                training["ok"],
+            )
+        ]
+    )
 
 
 if __name__ == "__main__":

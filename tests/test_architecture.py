@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "helpers"
 MODULES = {
     ".".join(("helpers", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(
-        ".__init__"): path
+        ".__init__"
+    ): path
     for path in sorted(PACKAGE.rglob("*.py"))
 }
 
@@ -43,7 +44,7 @@ def imports(module: str) -> list[tuple[str, list[str], int]]:
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -55,8 +56,11 @@ def imports(module: str) -> list[tuple[str, list[str], int]]:
                 else:
                     found.append((target, names, node.lineno))
         elif isinstance(node, ast.Import):
-            found += [(alias.name, [], node.lineno) for alias in node.names
-                      if alias.name.startswith("helpers")]
+            found += [
+                (alias.name, [], node.lineno)
+                for alias in node.names
+                if alias.name.startswith("helpers")
+            ]
     return found
 
 
@@ -82,9 +86,9 @@ def test_imports_follow_the_layers(module):
         if target == "helpers":
             continue
         assert target in MODULES, f"{module}:{line} imports {target}, which does not exist"
-        assert layer(target) <= layer(module) or (layer(module) == 3 and layer(target) == 4
-                                                  and target == "helpers.figures.plotting"), \
-            f"{module}:{line} imports {target} from a higher layer"
+        assert layer(target) <= layer(module) or (
+            layer(module) == 3 and layer(target) == 4 and target == "helpers.figures.plotting"
+        ), f"{module}:{line} imports {target} from a higher layer"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -112,23 +116,37 @@ def test_the_import_graph_has_no_cycle():
             visit(module, [module])
 
 
-@pytest.mark.parametrize("module", ["helpers.scoring", "helpers.multihead",
-                                    "helpers.selfattention", "helpers.transformer",
-                                    "helpers.seq2seq", "helpers.kvcache"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "helpers.scoring",
+        "helpers.multihead",
+        "helpers.selfattention",
+        "helpers.transformer",
+        "helpers.seq2seq",
+        "helpers.kvcache",
+    ],
+)
 def test_attention_modules_use_the_one_core(module):
     """No attention module computes its own softmax or weighted sum: they call the core."""
     source = MODULES[module].read_text()
-    calls = {node.func.attr if isinstance(node.func, ast.Attribute) else
-             getattr(node.func, "id", "") for node in ast.walk(ast.parse(source))
-             if isinstance(node, ast.Call)}
-    assert not calls & {"softmax", "baddbmm", "bmm", "log_softmax"}, \
+    calls = {
+        node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+    }
+    assert not calls & {"softmax", "baddbmm", "bmm", "log_softmax"}, (
         f"{module} computes attention itself instead of calling helpers.attention"
+    )
     assert re.search(r"from helpers\.(attention|multihead|transformer) import", source)
 
 
 def test_one_home_for_input_checks():
     """Validators live in helpers.checks; modules keep no generic _check_int-like copies."""
-    generic = re.compile(r"^def _(check_(int|size|dim|positive|dropout|tensor|bool_mask|probability"
-                         r"|positive_int|positive_scalar)|positive_int|probability)\b", re.M)
+    generic = re.compile(
+        r"^def _(check_(int|size|dim|positive|dropout|tensor|bool_mask|probability"
+        r"|positive_int|positive_scalar)|positive_int|probability)\b",
+        re.M,
+    )
     offenders = [m for m, p in MODULES.items() if generic.search(p.read_text())]
     assert offenders == []

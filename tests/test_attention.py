@@ -34,8 +34,9 @@ def random_qkv(dtype, batch=2, heads=3, num_queries=4, num_keys=5, dim=8, value_
 @pytest.mark.parametrize("dim", [-1, 0, 1])
 def test_masked_softmax_without_mask_is_torch_softmax(dtype, dim):
     scores = torch.randn(3, 4, 5, dtype=dtype, generator=torch.Generator().manual_seed(0)) * 5
-    torch.testing.assert_close(masked_softmax(scores, dim=dim), torch.softmax(scores, dim=dim),
-                               atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        masked_softmax(scores, dim=dim), torch.softmax(scores, dim=dim), atol=1e-6, rtol=1e-6
+    )
 
 
 def test_masked_softmax_known_values():
@@ -44,8 +45,9 @@ def test_masked_softmax_known_values():
     weights = masked_softmax(scores, mask)
     expected_second = torch.softmax(torch.tensor([1.0, 3.0]), dim=0)
     torch.testing.assert_close(weights[0], torch.tensor([0.5, 0.5, 0.0]))
-    torch.testing.assert_close(weights[1], torch.tensor([expected_second[0], 0.0,
-                                                         expected_second[1]]))
+    torch.testing.assert_close(
+        weights[1], torch.tensor([expected_second[0], 0.0, expected_second[1]])
+    )
 
 
 def test_fully_masked_row_is_all_zero_not_uniform_not_nan():
@@ -71,10 +73,12 @@ def test_masked_softmax_is_stable_at_plus_minus_1e4(dtype):
     weights = masked_softmax(scores, torch.ones(2, 3, dtype=torch.bool))
     assert torch.isfinite(weights).all()
     e = torch.exp(torch.tensor(-1.0, dtype=dtype))
-    torch.testing.assert_close(weights[0], torch.stack([1 / (1 + e), e / (1 + e),
-                                                        torch.zeros((), dtype=dtype)]))
-    torch.testing.assert_close(weights[1], torch.softmax(torch.tensor([0.0, -1.0, 1.0],
-                                                                      dtype=dtype), 0))
+    torch.testing.assert_close(
+        weights[0], torch.stack([1 / (1 + e), e / (1 + e), torch.zeros((), dtype=dtype)])
+    )
+    torch.testing.assert_close(
+        weights[1], torch.softmax(torch.tensor([0.0, -1.0, 1.0], dtype=dtype), 0)
+    )
 
 
 def test_gradients_are_finite_and_zero_for_fully_masked_rows():
@@ -90,14 +94,27 @@ def test_gradients_are_finite_and_zero_for_fully_masked_rows():
 
 @pytest.mark.parametrize("with_mask", [False, True])
 def test_a_row_whose_allowed_scores_are_all_minus_inf_is_empty_not_nan(with_mask):
-    scores = torch.tensor([[0.5, float("-inf"), float("-inf")],
-                           [float("-inf"), float("-inf"), float("-inf")],
-                           [1.0, float("-inf"), 2.0]], requires_grad=True)
+    scores = torch.tensor(
+        [
+            [0.5, float("-inf"), float("-inf")],
+            [float("-inf"), float("-inf"), float("-inf")],
+            [1.0, float("-inf"), 2.0],
+        ],
+        requires_grad=True,
+    )
     mask = torch.tensor([[True, True, False], [True, True, True], [True, False, True]])
     weights = masked_softmax(scores, mask if with_mask else None)
-    expected = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0],
-                             [torch.tensor([1.0, 2.0]).softmax(0)[0].item(), 0.0,
-                              torch.tensor([1.0, 2.0]).softmax(0)[1].item()]])
+    expected = torch.tensor(
+        [
+            [1.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0],
+            [
+                torch.tensor([1.0, 2.0]).softmax(0)[0].item(),
+                0.0,
+                torch.tensor([1.0, 2.0]).softmax(0)[1].item(),
+            ],
+        ]
+    )
     torch.testing.assert_close(weights, expected)
     (grad,) = torch.autograd.grad((weights * torch.arange(3.0)).sum(), scores)
     assert torch.isfinite(grad).all()
@@ -108,13 +125,19 @@ def test_masked_softmax_needs_no_more_memory_than_a_plain_softmax():
     # Treating -inf as masked must not keep an extra (…, Q, K) tensor alive: at most a few
     # (Q, 1) vectors (a (256, 256) bool matrix would be 64 KiB).
     from helpers.measure import peak_memory_bytes
+
     scores = torch.randn(256, 256, generator=torch.Generator().manual_seed(0))
     mask = torch.rand(1, 256, generator=torch.Generator().manual_seed(1)) > 0.2
     slack = 4 * 1024
-    assert peak_memory_bytes(masked_softmax, scores) <= \
-        peak_memory_bytes(torch.softmax, scores, -1) + slack
-    assert peak_memory_bytes(masked_softmax, scores, mask) <= peak_memory_bytes(
-        lambda: torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)) + slack
+    assert (
+        peak_memory_bytes(masked_softmax, scores)
+        <= peak_memory_bytes(torch.softmax, scores, -1) + slack
+    )
+    assert (
+        peak_memory_bytes(masked_softmax, scores, mask)
+        <= peak_memory_bytes(lambda: torch.softmax(scores.masked_fill(~mask, float("-inf")), -1))
+        + slack
+    )
 
 
 def test_masked_softmax_gradient_matches_gradcheck():
@@ -137,9 +160,11 @@ def test_mask_broadcasts(mask_shape):
 def test_mask_of_wrong_shape_names_mask_and_both_shapes(mask_shape):
     scores = torch.randn(2, 3, 4)
     shape_text = str(mask_shape).replace("(", r"\(").replace(")", r"\)")
-    with pytest.raises(ValueError,
-                       match=rf"mask of shape {shape_text} must broadcast to the scores' "
-                             rf"shape \(2, 3, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"mask of shape {shape_text} must broadcast to the scores' "
+        rf"shape \(2, 3, 4\)",
+    ):
         masked_softmax(scores, torch.ones(mask_shape, dtype=torch.bool))
 
 
@@ -152,7 +177,9 @@ def test_non_bool_mask_is_rejected(mask):
 def test_non_tensor_mask_and_integer_scores_are_rejected():
     with pytest.raises(ValueError, match=r"mask must be a torch.Tensor.*got list"):
         masked_softmax(torch.randn(2, 2), [[True, False], [True, True]])
-    with pytest.raises(ValueError, match=r"scores must be a floating-point tensor, got torch.int64"):
+    with pytest.raises(
+        ValueError, match=r"scores must be a floating-point tensor, got torch.int64"
+    ):
         masked_softmax(torch.ones(2, 2, dtype=torch.long))
 
 
@@ -161,8 +188,7 @@ def test_non_tensor_mask_and_integer_scores_are_rejected():
 def test_sdpa_parity_without_mask(dtype):
     q, k, v = random_qkv(dtype)
     out, weights = scaled_dot_product_attention(q, k, v)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(weights, sdpa_weights(q, k), atol=1e-5, rtol=1e-5)
 
 
@@ -172,8 +198,9 @@ def test_sdpa_parity_with_bool_mask(dtype):
     mask = torch.rand(2, 1, 4, 5, generator=torch.Generator().manual_seed(4)) > 0.5
     mask[..., 1] = True  # every query sees at least one key
     out, weights = scaled_dot_product_attention(q, k, v, mask)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-5, rtol=1e-5
+    )
     torch.testing.assert_close(weights, sdpa_weights(q, k, mask), atol=1e-5, rtol=1e-5)
 
 
@@ -182,10 +209,10 @@ def test_sdpa_parity_with_bool_mask(dtype):
 def test_sdpa_parity_with_is_causal(dtype, num_queries, num_keys):
     q, k, v = random_qkv(dtype, num_queries=num_queries, num_keys=num_keys, seed=2)
     out, weights = scaled_dot_product_attention(q, k, v, causal_mask(num_queries, num_keys))
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                               atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(weights, sdpa_weights(q, k, is_causal=True),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        out, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(weights, sdpa_weights(q, k, is_causal=True), atol=1e-5, rtol=1e-5)
 
 
 def test_sdpa_parity_with_valid_lengths_and_fully_masked_query():
@@ -196,19 +223,24 @@ def test_sdpa_parity_with_valid_lengths_and_fully_masked_query():
     assert torch.equal(out[0, 1], torch.zeros(6, dtype=torch.float64))
     assert torch.equal(weights[0, 1], torch.zeros(5, dtype=torch.float64))
     seen = mask.any(-1)  # compare the queries that see some key
-    torch.testing.assert_close(out[seen],
-                               F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[seen],
-                               atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(
+        out[seen],
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[seen],
+        atol=1e-10,
+        rtol=1e-10,
+    )
 
 
 def test_sdpa_gradients_match_torch():
     q, k, v = (t.requires_grad_() for t in random_qkv(torch.float64, seed=6))
     mask = causal_mask(4, 5)
     upstream = torch.randn(2, 3, 4, 6, dtype=torch.float64)
-    ours = torch.autograd.grad((scaled_dot_product_attention(q, k, v, mask)[0] * upstream).sum(),
-                               (q, k, v))
+    ours = torch.autograd.grad(
+        (scaled_dot_product_attention(q, k, v, mask)[0] * upstream).sum(), (q, k, v)
+    )
     theirs = torch.autograd.grad(
-        (F.scaled_dot_product_attention(q, k, v, attn_mask=mask) * upstream).sum(), (q, k, v))
+        (F.scaled_dot_product_attention(q, k, v, attn_mask=mask) * upstream).sum(), (q, k, v)
+    )
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
 
@@ -227,17 +259,24 @@ def test_sdpa_broadcasts_leading_axes():
 
 
 def test_sdpa_feature_mismatch_suggests_other_scoring():
-    with pytest.raises(ValueError, match=r"q and k must have the same feature size D.*"
-                                         r"\(2, 4, 8\).*\(2, 5, 6\).*additive or bilinear"):
-        scaled_dot_product_attention(torch.randn(2, 4, 8), torch.randn(2, 5, 6),
-                                     torch.randn(2, 5, 3))
+    with pytest.raises(
+        ValueError,
+        match=r"q and k must have the same feature size D.*"
+        r"\(2, 4, 8\).*\(2, 5, 6\).*additive or bilinear",
+    ):
+        scaled_dot_product_attention(
+            torch.randn(2, 4, 8), torch.randn(2, 5, 6), torch.randn(2, 5, 3)
+        )
 
 
-@pytest.mark.parametrize("name, shapes", [
-    ("q", [(8,), (5, 8), (5, 3)]),
-    ("k", [(4, 8), (8,), (5, 3)]),
-    ("v", [(4, 8), (5, 8), (3,)]),
-])
+@pytest.mark.parametrize(
+    "name, shapes",
+    [
+        ("q", [(8,), (5, 8), (5, 3)]),
+        ("k", [(4, 8), (8,), (5, 3)]),
+        ("v", [(4, 8), (5, 8), (3,)]),
+    ],
+)
 def test_sdpa_rejects_rank_below_two(name, shapes):
     q, k, v = (torch.randn(s) for s in shapes)
     with pytest.raises(ValueError, match=rf"{name} must have shape \(…, [QK], D\), got shape"):
@@ -245,22 +284,31 @@ def test_sdpa_rejects_rank_below_two(name, shapes):
 
 
 def test_sdpa_rejects_mismatched_number_of_keys():
-    with pytest.raises(ValueError, match=r"k and v must hold the same number of keys K.*"
-                                         r"\(2, 5, 8\).*\(2, 6, 3\)"):
-        scaled_dot_product_attention(torch.randn(2, 4, 8), torch.randn(2, 5, 8),
-                                     torch.randn(2, 6, 3))
+    with pytest.raises(
+        ValueError,
+        match=r"k and v must hold the same number of keys K.*"
+        r"\(2, 5, 8\).*\(2, 6, 3\)",
+    ):
+        scaled_dot_product_attention(
+            torch.randn(2, 4, 8), torch.randn(2, 5, 8), torch.randn(2, 6, 3)
+        )
 
 
 def test_sdpa_rejects_leading_axes_that_do_not_broadcast():
     with pytest.raises(ValueError, match=r"leading \(batch, head\) axes"):
-        scaled_dot_product_attention(torch.randn(2, 4, 8), torch.randn(3, 5, 8),
-                                     torch.randn(3, 5, 2))
+        scaled_dot_product_attention(
+            torch.randn(2, 4, 8), torch.randn(3, 5, 8), torch.randn(3, 5, 2)
+        )
 
 
 def test_sdpa_rejects_mask_of_wrong_shape():
     with pytest.raises(ValueError, match=r"mask of shape \(3, 3\) must broadcast .*\(2, 4, 5\)"):
-        scaled_dot_product_attention(torch.randn(2, 4, 8), torch.randn(2, 5, 8),
-                                     torch.randn(2, 5, 2), torch.ones(3, 3, dtype=torch.bool))
+        scaled_dot_product_attention(
+            torch.randn(2, 4, 8),
+            torch.randn(2, 5, 8),
+            torch.randn(2, 5, 2),
+            torch.ones(3, 3, dtype=torch.bool),
+        )
 
 
 # ---------------------------------------------------------------- property tests
@@ -302,16 +350,18 @@ def test_property_invariant_to_adding_a_constant_to_a_row(data, constant):
     scores = scores.to(torch.float64)  # float32 cannot hold 1e4 + c exactly
     shifted = scores.clone()
     shifted[0, 0] += constant  # one row (query) of the first example
-    torch.testing.assert_close(masked_softmax(shifted, mask), masked_softmax(scores, mask),
-                               atol=1e-9, rtol=1e-7)
+    torch.testing.assert_close(
+        masked_softmax(shifted, mask), masked_softmax(scores, mask), atol=1e-9, rtol=1e-7
+    )
 
 
 @given(scores_and_mask(low=-10.0, high=10.0), st.floats(-100.0, 100.0))
 def test_property_shift_invariance_in_float32(data, constant):
     scores, mask = data
     scores = scores.to(torch.float32)
-    torch.testing.assert_close(masked_softmax(scores + constant, mask),
-                               masked_softmax(scores, mask), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        masked_softmax(scores + constant, mask), masked_softmax(scores, mask), atol=1e-4, rtol=1e-4
+    )
 
 
 @given(st.sampled_from([-1e4, 1e4]), scores_and_mask(low=-5.0, high=5.0))
@@ -320,8 +370,12 @@ def test_property_finite_around_plus_minus_1e4(base, data):
     scores = (scores + base).requires_grad_()
     weights = masked_softmax(scores, mask)
     assert torch.isfinite(weights).all()
-    torch.testing.assert_close(weights.detach(), masked_softmax(scores.detach() - base, mask),
-                               atol=1e-3 if scores.dtype == torch.float32 else 1e-9, rtol=0)
+    torch.testing.assert_close(
+        weights.detach(),
+        masked_softmax(scores.detach() - base, mask),
+        atol=1e-3 if scores.dtype == torch.float32 else 1e-9,
+        rtol=0,
+    )
     (weights * weights).sum().backward()
     assert torch.isfinite(scores.grad).all()
 
@@ -343,13 +397,21 @@ def test_property_gradients_never_nan(data):
     assert torch.equal(scores.grad[~mask], torch.zeros_like(scores.grad[~mask]))
 
 
-@pytest.mark.parametrize("q_shape, k_shape", [((5, 8), (7, 8)), ((2, 5, 8), (2, 7, 8)),
-                                              ((2, 3, 5, 8), (1, 3, 7, 8)), ((2, 0, 8), (2, 7, 8)),
-                                              ((2, 5, 0), (2, 7, 0))])
-@pytest.mark.parametrize("scale", [1.0, 0.125, 1 / 3 ** 0.5])
+@pytest.mark.parametrize(
+    "q_shape, k_shape",
+    [
+        ((5, 8), (7, 8)),
+        ((2, 5, 8), (2, 7, 8)),
+        ((2, 3, 5, 8), (1, 3, 7, 8)),
+        ((2, 0, 8), (2, 7, 8)),
+        ((2, 5, 0), (2, 7, 0)),
+    ],
+)
+@pytest.mark.parametrize("scale", [1.0, 0.125, 1 / 3**0.5])
 def test_the_scaled_products_fast_path_equals_the_formula(q_shape, k_shape, scale):
     """attention._scaled_products (one baddbmm) is (q @ kᵀ) · scale, values and gradients."""
     from helpers.attention import _scaled_products
+
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(q_shape, generator=gen, dtype=torch.float64, requires_grad=True)
     k = torch.randn(k_shape, generator=gen, dtype=torch.float64, requires_grad=True)

@@ -13,6 +13,7 @@ from hypothesis.extra.numpy import arrays
 from torch import nn
 
 from helpers.attention import scaled_dot_product_attention
+from helpers.masks import causal_mask, valid_length_mask
 from helpers.scoring import (
     AdditiveAttention,
     BilinearAttention,
@@ -21,7 +22,6 @@ from helpers.scoring import (
     additive_scores,
     bilinear_scores,
 )
-from helpers.masks import causal_mask, valid_length_mask
 
 DTYPES = [torch.float32, torch.float64]
 DOT_MODULES = {"dot": (DotProductAttention, 1.0), "scaled": (ScaledDotProductAttention, None)}
@@ -31,8 +31,16 @@ def randn(*shape, dtype=torch.float32, seed=0):
     return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
 
 
-def random_qkv(lead=(2, 3), num_queries=4, num_keys=5, query_dim=8, key_dim=8, value_dim=6,
-               dtype=torch.float32, seed=0):
+def random_qkv(
+    lead=(2, 3),
+    num_queries=4,
+    num_keys=5,
+    query_dim=8,
+    key_dim=8,
+    value_dim=6,
+    dtype=torch.float32,
+    seed=0,
+):
     q = randn(*lead, num_queries, query_dim, dtype=dtype, seed=seed)
     k = randn(*lead, num_keys, key_dim, dtype=dtype, seed=seed + 1)
     v = randn(*lead, num_keys, value_dim, dtype=dtype, seed=seed + 2)
@@ -41,10 +49,12 @@ def random_qkv(lead=(2, 3), num_queries=4, num_keys=5, query_dim=8, key_dim=8, v
 
 def make_module(kind, query_dim=8, key_dim=8, hidden_dim=7, dtype=torch.float32, seed=0):
     torch.manual_seed(seed)
-    module = {"dot": lambda: DotProductAttention(),
-              "scaled": lambda: ScaledDotProductAttention(),
-              "additive": lambda: AdditiveAttention(query_dim, key_dim, hidden_dim),
-              "bilinear": lambda: BilinearAttention(query_dim, key_dim)}[kind]()
+    module = {
+        "dot": lambda: DotProductAttention(),
+        "scaled": lambda: ScaledDotProductAttention(),
+        "additive": lambda: AdditiveAttention(query_dim, key_dim, hidden_dim),
+        "bilinear": lambda: BilinearAttention(query_dim, key_dim),
+    }[kind]()
     return module.to(dtype)
 
 
@@ -52,8 +62,9 @@ def sdpa_weights(q, k, mask=None, is_causal=False, scale=None):
     """PyTorch's attention weights: F.scaled_dot_product_attention with v = identity."""
     num_keys = k.shape[-2]
     eye = torch.eye(num_keys, dtype=q.dtype).expand(*k.shape[:-1], num_keys)
-    return F.scaled_dot_product_attention(q, k, eye, attn_mask=mask, is_causal=is_causal,
-                                          scale=scale)
+    return F.scaled_dot_product_attention(
+        q, k, eye, attn_mask=mask, is_causal=is_causal, scale=scale
+    )
 
 
 def parity_masks(lead, num_queries, num_keys):
@@ -63,8 +74,12 @@ def parity_masks(lead, num_queries, num_keys):
     random[..., 0] = True
     per_batch = valid_length_mask(torch.arange(lead[0]) + 2, num_keys)  # (B, K)
     per_batch = per_batch.view(lead[0], *([1] * len(lead)), num_keys)  # (B, 1, [1,] K)
-    return {"none": None, "random": random, "per-batch": per_batch,
-            "keys only": torch.tensor([[True] * (num_keys - 1) + [False]])}  # (1, K)
+    return {
+        "none": None,
+        "random": random,
+        "per-batch": per_batch,
+        "keys only": torch.tensor([[True] * (num_keys - 1) + [False]]),
+    }  # (1, K)
 
 
 # -------------------------------------------------------- parity with PyTorch SDPA
@@ -79,8 +94,7 @@ def test_dot_modules_match_torch_sdpa(dtype, lead, kind, mask_name):
     out, weights = module_class()(q, k, v, mask)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(weights, sdpa_weights(q, k, mask, scale=scale),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(weights, sdpa_weights(q, k, mask, scale=scale), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -93,8 +107,9 @@ def test_dot_modules_with_causal_mask_match_is_causal(dtype, lead, kind, num_que
     out, weights = module_class()(q, k, v, causal_mask(num_queries, num_keys))
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(weights, sdpa_weights(q, k, is_causal=True, scale=scale),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        weights, sdpa_weights(q, k, is_causal=True, scale=scale), atol=1e-5, rtol=1e-5
+    )
 
 
 @pytest.mark.parametrize("kind", DOT_MODULES)
@@ -106,7 +121,8 @@ def test_dot_module_gradients_match_torch(kind):
     ours = torch.autograd.grad((module_class()(q, k, v, mask)[0] * upstream).sum(), (q, k, v))
     theirs = torch.autograd.grad(
         (F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale) * upstream).sum(),
-        (q, k, v))
+        (q, k, v),
+    )
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
 
@@ -158,14 +174,16 @@ def test_additive_equals_mlp_on_concatenation(lead):
     """w_vᵀ tanh(W_q q + W_k k) = w2ᵀ tanh(W1 [q; k]) with W1 = [W_q W_k], w2 = w_v."""
     torch.manual_seed(0)
     attention = AdditiveAttention(query_dim=6, key_dim=4, hidden_dim=5).double()
-    mlp = nn.Sequential(nn.Linear(6 + 4, 5, bias=False), nn.Tanh(),
-                        nn.Linear(5, 1, bias=False)).double()
+    mlp = nn.Sequential(
+        nn.Linear(6 + 4, 5, bias=False), nn.Tanh(), nn.Linear(5, 1, bias=False)
+    ).double()
     with torch.no_grad():
         mlp[0].weight.copy_(torch.cat([attention.w_q.weight, attention.w_k.weight], dim=1))
         mlp[2].weight.copy_(attention.w_v.weight)
     q, k, v = random_qkv(lead, 3, 7, query_dim=6, key_dim=4, dtype=torch.float64, seed=8)
-    pairs = torch.cat([q.unsqueeze(-2).expand(*lead, 3, 7, 6),
-                       k.unsqueeze(-3).expand(*lead, 3, 7, 4)], dim=-1)  # (…, Q, K, Dq + Dk)
+    pairs = torch.cat(
+        [q.unsqueeze(-2).expand(*lead, 3, 7, 6), k.unsqueeze(-3).expand(*lead, 3, 7, 4)], dim=-1
+    )  # (…, Q, K, Dq + Dk)
     mlp_scores = mlp(pairs).squeeze(-1)  # (…, Q, K)
     torch.testing.assert_close(attention.scores(q, k), mlp_scores)
     mask = valid_length_mask(torch.tensor([3, 7]), 7).view(2, *([1] * len(lead)), 7)
@@ -183,11 +201,15 @@ def test_additive_attributes_and_functional_form():
         assert isinstance(layer, nn.Linear) and layer.bias is None
         assert layer.weight.shape == shape
     q, k = randn(2, 3, 6, seed=1), randn(2, 7, 4, seed=2)
-    expected = torch.tanh((q @ attention.w_q.weight.T)[:, :, None]
-                          + (k @ attention.w_k.weight.T)[:, None]) @ attention.w_v.weight[0]
+    expected = (
+        torch.tanh((q @ attention.w_q.weight.T)[:, :, None] + (k @ attention.w_k.weight.T)[:, None])
+        @ attention.w_v.weight[0]
+    )
     torch.testing.assert_close(attention.scores(q, k), expected)
-    torch.testing.assert_close(additive_scores(q, k, attention.w_q.weight, attention.w_k.weight,
-                                               attention.w_v.weight[0]), expected)
+    torch.testing.assert_close(
+        additive_scores(q, k, attention.w_q.weight, attention.w_k.weight, attention.w_v.weight[0]),
+        expected,
+    )
 
 
 # -------------------------------------------------------------- bilinear attention
@@ -215,8 +237,7 @@ def test_bilinear_is_q_w_k_and_initialised_from_the_default_generator():
     q, k = randn(2, 3, 6, seed=1), randn(2, 7, 4, seed=2)
     expected = torch.einsum("bqi,ij,bkj->bqk", q, first.weight, k)
     torch.testing.assert_close(first.scores(q, k), expected, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(bilinear_scores(q, k, first.weight), expected,
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(bilinear_scores(q, k, first.weight), expected, atol=1e-5, rtol=1e-5)
 
 
 def test_modules_are_seeded_deterministically():
@@ -249,10 +270,12 @@ def test_fully_masked_query_gets_zero_weights_and_output(kind):
 @pytest.mark.parametrize("kind", ["dot", "scaled", "additive", "bilinear"])
 def test_dropout_acts_on_the_output_only_while_training(kind):
     torch.manual_seed(0)
-    module = {"dot": DotProductAttention(dropout=0.5),
-              "scaled": ScaledDotProductAttention(dropout=0.5),
-              "additive": AdditiveAttention(8, 8, 7, dropout=0.5),
-              "bilinear": BilinearAttention(8, 8, dropout=0.5)}[kind]
+    module = {
+        "dot": DotProductAttention(dropout=0.5),
+        "scaled": ScaledDotProductAttention(dropout=0.5),
+        "additive": AdditiveAttention(8, 8, 7, dropout=0.5),
+        "bilinear": BilinearAttention(8, 8, dropout=0.5),
+    }[kind]
     q, k, v = random_qkv(seed=12)
     out, weights = module.train()(q, k, v)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 4))  # weights not dropped
@@ -275,7 +298,7 @@ def module_inputs(draw, kinds=("dot", "scaled", "additive", "bilinear")):
     q, k, v = random_qkv(lead, num_queries, num_keys, query_dim, key_dim, 3, dtype, seed)
     full = (*lead, num_queries, num_keys)
     mask_shape = tuple(draw(st.sampled_from([size, 1])) for size in full)
-    mask_shape = mask_shape[draw(st.integers(0, len(lead))):]  # drop some leading axes
+    mask_shape = mask_shape[draw(st.integers(0, len(lead))) :]  # drop some leading axes
     mask = torch.from_numpy(draw(arrays(np.bool_, mask_shape)))
     module = make_module(kind, query_dim, key_dim, hidden_dim=4, dtype=dtype, seed=seed)
     return module, q, k, v, mask
@@ -334,8 +357,10 @@ ALL_KINDS = ["dot", "scaled", "additive", "bilinear"]
 def test_dot_feature_mismatch_suggests_other_modules(kind):
     module = make_module(kind)
     q, k, v = randn(2, 4, 8), randn(2, 5, 6), randn(2, 5, 3)
-    pattern = (r"queries and keys must have the same feature size D.*\(2, 4, 8\).*\(2, 5, 6\)"
-               r".*use AdditiveAttention or BilinearAttention")
+    pattern = (
+        r"queries and keys must have the same feature size D.*\(2, 4, 8\).*\(2, 5, 6\)"
+        r".*use AdditiveAttention or BilinearAttention"
+    )
     with pytest.raises(ValueError, match=pattern):
         module(q, k, v)
     with pytest.raises(ValueError, match=pattern):
@@ -343,18 +368,23 @@ def test_dot_feature_mismatch_suggests_other_modules(kind):
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)
-@pytest.mark.parametrize("name, shapes", [
-    ("queries", [(8,), (5, 8), (5, 3)]),
-    ("keys", [(4, 8), (8,), (5, 3)]),
-    ("values", [(4, 8), (5, 8), (3,)]),
-    ("queries", [(1, 1, 1, 4, 8), (5, 8), (5, 3)]),
-    ("keys", [(4, 8), (1, 1, 1, 5, 8), (5, 3)]),
-    ("values", [(4, 8), (5, 8), (1, 1, 1, 5, 3)]),
-])
+@pytest.mark.parametrize(
+    "name, shapes",
+    [
+        ("queries", [(8,), (5, 8), (5, 3)]),
+        ("keys", [(4, 8), (8,), (5, 3)]),
+        ("values", [(4, 8), (5, 8), (3,)]),
+        ("queries", [(1, 1, 1, 4, 8), (5, 8), (5, 3)]),
+        ("keys", [(4, 8), (1, 1, 1, 5, 8), (5, 3)]),
+        ("values", [(4, 8), (5, 8), (1, 1, 1, 5, 3)]),
+    ],
+)
 def test_wrong_rank_is_rejected(kind, name, shapes):
     q, k, v = (randn(*shape) for shape in shapes)
     got = re.escape(str(shapes[["queries", "keys", "values"].index(name)]))
-    with pytest.raises(ValueError, match=rf"{name} must have shape .*\(B, H, [QK], D\), got shape {got}"):
+    with pytest.raises(
+        ValueError, match=rf"{name} must have shape .*\(B, H, [QK], D\), got shape {got}"
+    ):
         make_module(kind)(q, k, v)
 
 
@@ -374,23 +404,32 @@ def test_non_bool_mask_is_rejected(kind):
 
 @pytest.mark.parametrize("kind", ALL_KINDS)
 def test_keys_and_values_with_different_k_are_rejected(kind):
-    with pytest.raises(ValueError, match=r"keys and values must hold the same number of keys K"
-                                         r".*\(2, 5, 8\).*\(2, 6, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"keys and values must hold the same number of keys K"
+        r".*\(2, 5, 8\).*\(2, 6, 3\)",
+    ):
         make_module(kind)(randn(2, 4, 8), randn(2, 5, 8), randn(2, 6, 3))
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)
 def test_leading_axes_that_do_not_broadcast_are_rejected(kind):
-    with pytest.raises(ValueError, match=r"leading \(batch, head\) axes must broadcast.*"
-                                         r"queries \(2, 4, 8\), keys \(3, 5, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"leading \(batch, head\) axes must broadcast.*"
+        r"queries \(2, 4, 8\), keys \(3, 5, 8\)",
+    ):
         make_module(kind)(randn(2, 4, 8), randn(3, 5, 8), randn(3, 5, 2))
 
 
 @pytest.mark.parametrize("kind", ["additive", "bilinear"])
-@pytest.mark.parametrize("name, shapes, size_name", [
-    ("queries", [(2, 4, 6), (2, 5, 5), (2, 5, 3)], "query_dim=8"),
-    ("keys", [(2, 4, 8), (2, 5, 6), (2, 5, 3)], "key_dim=5"),
-])
+@pytest.mark.parametrize(
+    "name, shapes, size_name",
+    [
+        ("queries", [(2, 4, 6), (2, 5, 5), (2, 5, 3)], "query_dim=8"),
+        ("keys", [(2, 4, 8), (2, 5, 6), (2, 5, 3)], "key_dim=5"),
+    ],
+)
 def test_additive_and_bilinear_reject_wrong_feature_sizes(kind, name, shapes, size_name):
     module = make_module(kind, query_dim=8, key_dim=5)
     q, k, v = (randn(*shape) for shape in shapes)
@@ -405,8 +444,11 @@ def test_additive_and_bilinear_reject_wrong_feature_sizes(kind, name, shapes, si
 @pytest.mark.parametrize("kind", ["additive", "bilinear"])
 def test_input_dtype_must_match_parameters(kind):
     q, k, v = random_qkv(dtype=torch.float64)
-    with pytest.raises(ValueError, match=r"queries must have the parameters' dtype "
-                                         r"torch.float32, got dtype torch.float64"):
+    with pytest.raises(
+        ValueError,
+        match=r"queries must have the parameters' dtype "
+        r"torch.float32, got dtype torch.float64",
+    ):
         make_module(kind)(q, k, v)
 
 
@@ -419,14 +461,17 @@ def test_non_tensor_and_integer_inputs_are_rejected(kind):
         make_module(kind)(q, k, v.long())
 
 
-@pytest.mark.parametrize("build, pattern", [
-    (lambda: AdditiveAttention(0, 4, 5), r"query_dim must be a positive integer, got 0"),
-    (lambda: AdditiveAttention(4, 4.0, 5), r"key_dim must be a positive integer, got 4.0"),
-    (lambda: AdditiveAttention(4, 4, -1), r"hidden_dim must be a positive integer, got -1"),
-    (lambda: BilinearAttention(4, True), r"key_dim must be a positive integer, got True"),
-    (lambda: DotProductAttention(dropout=1.0), r"dropout must be a probability in \[0, 1\)"),
-    (lambda: BilinearAttention(4, 4, dropout=-0.1), r"dropout must be a probability"),
-])
+@pytest.mark.parametrize(
+    "build, pattern",
+    [
+        (lambda: AdditiveAttention(0, 4, 5), r"query_dim must be a positive integer, got 0"),
+        (lambda: AdditiveAttention(4, 4.0, 5), r"key_dim must be a positive integer, got 4.0"),
+        (lambda: AdditiveAttention(4, 4, -1), r"hidden_dim must be a positive integer, got -1"),
+        (lambda: BilinearAttention(4, True), r"key_dim must be a positive integer, got True"),
+        (lambda: DotProductAttention(dropout=1.0), r"dropout must be a probability in \[0, 1\)"),
+        (lambda: BilinearAttention(4, 4, dropout=-0.1), r"dropout must be a probability"),
+    ],
+)
 def test_bad_constructor_arguments_are_rejected(build, pattern):
     with pytest.raises(ValueError, match=pattern):
         build()

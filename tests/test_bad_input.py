@@ -28,8 +28,9 @@ import importlib
 import math
 import pkgutil
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,9 +41,24 @@ from torch import nn
 from torch.nn import functional as F
 
 import helpers
-from helpers import (attention, checks, efficient, hopfield, kernels, kvcache, masks, measure,
-                     mlp, multihead, positional, scoring, seeding, selfattention, seq2seq,
-                     transformer)
+from helpers import (
+    attention,
+    checks,
+    efficient,
+    hopfield,
+    kernels,
+    kvcache,
+    masks,
+    measure,
+    mlp,
+    multihead,
+    positional,
+    scoring,
+    seeding,
+    selfattention,
+    seq2seq,
+    transformer,
+)
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 NAN, INF = float("nan"), float("inf")
@@ -52,8 +68,10 @@ VOCAB, MAX_LEN = 7, 6  # the small Seq2SeqTransformer
 # The library: every module directly under src/helpers (not the tasks and figures packages)
 # plus helpers.measure, found by walking the package.
 LIBRARY = sorted(
-    f"helpers.{info.name}" for info in pkgutil.iter_modules(helpers.__path__)
-    if not info.ispkg or info.name == "measure")
+    f"helpers.{info.name}"
+    for info in pkgutil.iter_modules(helpers.__path__)
+    if not info.ispkg or info.name == "measure"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -68,6 +86,7 @@ def _own_random_stream():
 @dataclass(frozen=True)
 class Sizes:
     """The axis sizes a builder uses; the zero-size property sets some of them to 0."""
+
     B: int = 2
     H: int = 2
     Q: int = 3
@@ -153,8 +172,11 @@ def as_array(arg: str) -> Bad:
 def tensor_bad(arg: str, dtypes=FLOAT_BAD, lists: bool = True) -> list:
     """Non-tensors (None, a string, a number, and unless ``lists`` is False the valid tensor
     as a nested list and a NumPy array) and the valid tensor in each of ``dtypes``."""
-    return (NOT_TENSOR + ([as_list(arg), as_array(arg)] if lists else [])
-            + [cast(arg, dtype) for dtype in dtypes])
+    return (
+        NOT_TENSOR
+        + ([as_list(arg), as_array(arg)] if lists else [])
+        + [cast(arg, dtype) for dtype in dtypes]
+    )
 
 
 def drop_axis(arg: str) -> Bad:
@@ -171,14 +193,14 @@ def flat(arg: str) -> Bad:
 
 def grow(arg: str, axis: int, also: tuple[str, ...] = ()) -> Bad:
     """The valid tensor one longer along ``axis`` (a size that does not fit the others)."""
-    return Bad(lambda kw: torch.cat([kw[arg], kw[arg].narrow(axis, 0, 1)], axis),
-               f"axis{axis}+1", also)
+    return Bad(
+        lambda kw: torch.cat([kw[arg], kw[arg].narrow(axis, 0, 1)], axis), f"axis{axis}+1", also
+    )
 
 
 def ints(minimum: int = 0, optional: bool = False) -> list:
     """Bad values of an integer argument: a bool, too small, a float, NaN, a string, None."""
-    return ([True, minimum - 1, 1.5, NAN, "2", np.float64(2.0)]
-            + ([] if optional else [None]))
+    return [True, minimum - 1, 1.5, NAN, "2", np.float64(2.0)] + ([] if optional else [None])
 
 
 def reals(optional: bool = False, extra=()) -> list:
@@ -191,6 +213,7 @@ def reals(optional: bool = False, extra=()) -> list:
 class Num:
     """A numeric argument, for the generated probes: an integer of at least ``minimum``,
     or a real in the interval given by ``low``/``high`` (exclusive where asked)."""
+
     integer: bool
     minimum: int | None = None
     low: float | None = None
@@ -205,6 +228,7 @@ class Gen:
     "param" (float32, the modules' dtype), "long" (integer) or "pm1" (±1 values);
     ``ranks`` the allowed ranks (None: any); "any" dtype is fine for a reshape;
     ``lists``: a nested list or an array of the right values is accepted (converted)."""
+
     kind: str
     ranks: tuple | None = None
     lists: bool = False
@@ -225,6 +249,7 @@ class Entry:
     zero: size letters that may be 0; out: Sizes -> the result's shape(s); finite: whether
         the result of valid arguments is finite (an additive mask holds -inf).
     """
+
     target: str
     call: Callable
     valid: Callable[[Sizes], dict]
@@ -261,11 +286,13 @@ def fits(target: Callable[[dict], tuple]) -> Callable:
 
 def fits_heads(target: Callable[[dict], tuple]) -> Callable:
     """MultiHeadAttention's rule: at most 4-D; a 3-D mask is (B, Q|1, K), shared by the heads."""
+
     def rule(shape, kw):
         shape = tuple(shape)
         if len(shape) > 4:
             return False
         return broadcasts(shape[:1] + (1,) + shape[1:] if len(shape) == 3 else shape, target(kw))
+
     return rule
 
 
@@ -283,353 +310,748 @@ def entry(*args, **kwargs) -> Entry:
 
 
 # --- helpers.checks: the value checked is the bad input; the message names the ``name`` given
-entry("checks.require", checks.require, lambda s: dict(condition=True, message="boom"),
-      bad={"condition": [False, 0, None, ""]}, names={"condition": "boom"})
-entry("checks.check_shape", checks.check_shape,
-      lambda s: dict(t=r(2, 4), shape=(None, 4)),
-      bad={"t": [None, "abc", 2.5, [[1.0] * 4] * 2, Bad(lambda kw: kw["t"][0], "1-D"),
-                 Bad(lambda kw: kw["t"][:, :3], "(2, 3)"), add_axis("t")],
-           "shape": [(None, 5), (2,), (2, 4, 1)]},
-      names={"t": "tensor", "shape": "shape"})
-entry("checks.check_int", checks.check_int, lambda s: dict(value=3, name="n", minimum=1),
-      bad={"value": ints(1)}, names={"value": "n"}, nums={"value": Num(True, minimum=1)})
-entry("checks.check_real", checks.check_real,
-      lambda s: dict(value=0.5, name="x", minimum=0.0, maximum=1.0, exclusive_maximum=True),
-      bad={"value": reals(extra=[-0.5, 1.0, 2.0, np.array([0.5]), torch.tensor([0.5])])},
-      names={"value": "x"}, nums={"value": Num(False, low=0.0, high=1.0, high_open=True)})
-entry("checks.check_probability", checks.check_probability, lambda s: dict(value=0.1, name="p"),
-      bad={"value": PROBS}, names={"value": "p"},
-      nums={"value": Num(False, low=0.0, high=1.0, high_open=True)})
-entry("checks.check_bool", checks.check_bool, lambda s: dict(value=True, name="flag"),
-      bad={"value": ["False", "True", 0, 1, 1.0, None, [True], torch.tensor(True)]},
-      names={"value": "flag"})
-entry("checks.check_tensor", checks.check_tensor,
-      lambda s: dict(value=r(2, 3, 4), name="q", shape="(B, Q, D)", ndim=3, floating=True,
-                     size={-1: 4}),
-      bad={"value": tensor_bad("value") + [drop_axis("value"), add_axis("value"),
-                                           grow("value", -1)]},
-      names={"value": "q"}, gen={"value": Gen("float", (3,))})
-entry("checks.check_bool_mask", checks.check_bool_mask,
-      lambda s: dict(mask=rmask(3, 4), name="m", shape="(Q, K)", ndim=2),
-      bad={"mask": NOT_TENSOR + [as_list("mask"), as_array("mask"), add_axis("mask"),
-                                 flat("mask")] + [cast("mask", d) for d in MASK_BAD]},
-      names={"mask": "m"}, gen={"mask": Gen("mask", (2,))})
-entry("checks.check_head_mask", checks.check_head_mask,
-      lambda s: dict(mask=rmask(s.B, 1, s.K), name="m", shape=(s.B, NH, s.Q, s.K)),
-      bad={"mask": NOT_TENSOR + [as_list("mask"), as_array("mask"),
-                                 Bad(lambda kw: kw["mask"][None, None], "5-D"),
-                                 grow("mask", 0), grow("mask", -1), flat("mask")]
-           + [cast("mask", d) for d in MASK_BAD]},
-      names={"mask": "m"}, masks={"mask": fits_heads(lambda kw: kw["shape"])})
+entry(
+    "checks.require",
+    checks.require,
+    lambda s: dict(condition=True, message="boom"),
+    bad={"condition": [False, 0, None, ""]},
+    names={"condition": "boom"},
+)
+entry(
+    "checks.check_shape",
+    checks.check_shape,
+    lambda s: dict(t=r(2, 4), shape=(None, 4)),
+    bad={
+        "t": [
+            None,
+            "abc",
+            2.5,
+            [[1.0] * 4] * 2,
+            Bad(lambda kw: kw["t"][0], "1-D"),
+            Bad(lambda kw: kw["t"][:, :3], "(2, 3)"),
+            add_axis("t"),
+        ],
+        "shape": [(None, 5), (2,), (2, 4, 1)],
+    },
+    names={"t": "tensor", "shape": "shape"},
+)
+entry(
+    "checks.check_int",
+    checks.check_int,
+    lambda s: dict(value=3, name="n", minimum=1),
+    bad={"value": ints(1)},
+    names={"value": "n"},
+    nums={"value": Num(True, minimum=1)},
+)
+entry(
+    "checks.check_real",
+    checks.check_real,
+    lambda s: dict(value=0.5, name="x", minimum=0.0, maximum=1.0, exclusive_maximum=True),
+    bad={"value": reals(extra=[-0.5, 1.0, 2.0, np.array([0.5]), torch.tensor([0.5])])},
+    names={"value": "x"},
+    nums={"value": Num(False, low=0.0, high=1.0, high_open=True)},
+)
+entry(
+    "checks.check_probability",
+    checks.check_probability,
+    lambda s: dict(value=0.1, name="p"),
+    bad={"value": PROBS},
+    names={"value": "p"},
+    nums={"value": Num(False, low=0.0, high=1.0, high_open=True)},
+)
+entry(
+    "checks.check_bool",
+    checks.check_bool,
+    lambda s: dict(value=True, name="flag"),
+    bad={"value": ["False", "True", 0, 1, 1.0, None, [True], torch.tensor(True)]},
+    names={"value": "flag"},
+)
+entry(
+    "checks.check_tensor",
+    checks.check_tensor,
+    lambda s: dict(
+        value=r(2, 3, 4), name="q", shape="(B, Q, D)", ndim=3, floating=True, size={-1: 4}
+    ),
+    bad={"value": tensor_bad("value") + [drop_axis("value"), add_axis("value"), grow("value", -1)]},
+    names={"value": "q"},
+    gen={"value": Gen("float", (3,))},
+)
+entry(
+    "checks.check_bool_mask",
+    checks.check_bool_mask,
+    lambda s: dict(mask=rmask(3, 4), name="m", shape="(Q, K)", ndim=2),
+    bad={
+        "mask": NOT_TENSOR
+        + [as_list("mask"), as_array("mask"), add_axis("mask"), flat("mask")]
+        + [cast("mask", d) for d in MASK_BAD]
+    },
+    names={"mask": "m"},
+    gen={"mask": Gen("mask", (2,))},
+)
+entry(
+    "checks.check_head_mask",
+    checks.check_head_mask,
+    lambda s: dict(mask=rmask(s.B, 1, s.K), name="m", shape=(s.B, NH, s.Q, s.K)),
+    bad={
+        "mask": NOT_TENSOR
+        + [
+            as_list("mask"),
+            as_array("mask"),
+            Bad(lambda kw: kw["mask"][None, None], "5-D"),
+            grow("mask", 0),
+            grow("mask", -1),
+            flat("mask"),
+        ]
+        + [cast("mask", d) for d in MASK_BAD]
+    },
+    names={"mask": "m"},
+    masks={"mask": fits_heads(lambda kw: kw["shape"])},
+)
 entry("checks.describe", checks.describe, lambda s: dict(value=r(2)))  # takes anything
 
 # --- helpers.seeding
-entry("seeding.set_seed", seeding.set_seed, lambda s: dict(seed=0),
-      bad={"seed": ints() + [2**32, -(2**40)]}, nums={"seed": Num(True, minimum=0)})
+entry(
+    "seeding.set_seed",
+    seeding.set_seed,
+    lambda s: dict(seed=0),
+    bad={"seed": ints() + [2**32, -(2**40)]},
+    nums={"seed": Num(True, minimum=0)},
+)
 
 # --- helpers.masks
-entry("masks.valid_length_mask", masks.valid_length_mask,
-      lambda s: dict(valid_lens=torch.randint(0, s.K + 1, (s.B,)), num_keys=s.K, num_queries=s.Q),
-      bad={"valid_lens": [None, "abc", [[1], [1, 2]], cast("valid_lens", torch.float32),
-                          cast("valid_lens", torch.bool), cast("valid_lens", torch.complex64),
-                          torch.tensor([-1, 2]), torch.tensor([1, 99]),
-                          torch.zeros(2, 2, 2, dtype=torch.long),
-                          torch.zeros(2, 5, dtype=torch.long), torch.tensor(3)],
-           "num_keys": ints(), "num_queries": ints(optional=True)},
-      gen={"valid_lens": Gen("long", (1, 2), lists=True)},
-      nums={"num_keys": Num(True, minimum=0), "num_queries": Num(True, minimum=0)},
-      zero="BKQ", out=lambda s: (s.B, s.Q, s.K))
-entry("masks.causal_mask", masks.causal_mask, lambda s: dict(num_queries=s.Q, num_keys=s.K),
-      bad={"num_queries": ints(), "num_keys": ints(optional=True),
-           "device": ["nowhere", 3.5, ["cpu"]]},
-      nums={"num_queries": Num(True, minimum=0), "num_keys": Num(True, minimum=0)},
-      zero="QK", out=lambda s: (s.Q, s.K))
-entry("masks.band_mask", masks.band_mask, lambda s: dict(num_queries=s.Q, window=1, num_keys=s.K),
-      bad={"num_queries": ints(), "window": ints(), "num_keys": ints(optional=True),
-           "device": ["nowhere", 3.5]},
-      nums={"num_queries": Num(True, minimum=0), "window": Num(True, minimum=0)},
-      zero="QK", out=lambda s: (s.Q, s.K))
-entry("masks.grid_mask", masks.grid_mask, lambda s: dict(height=2, width=3, radius=1),
-      bad={"height": ints(1), "width": ints(1), "radius": ints()},
-      nums={"height": Num(True, minimum=1), "width": Num(True, minimum=1),
-            "radius": Num(True, minimum=0)})
-entry("masks.adjacency_mask", masks.adjacency_mask,
-      lambda s: dict(edges=[(0, 1), (1, 2)], num_nodes=s.N, self_loops=True, directed=False),
-      bad={"edges": [None, "abc", [(0, 1, 2)], [(0, 99)], [(-1, 0)], [(0.5, 1.0)],
-                     torch.tensor([[0, 1, 2], [1, 2, 3]]), torch.tensor([[True, False]]),
-                     torch.zeros(2, 2, 2, dtype=torch.long), np.array([[0.0, 1.0]])],
-           "num_nodes": ints(), "self_loops": FLAGS, "directed": FLAGS},
-      nums={"num_nodes": Num(True, minimum=0)}, zero="N", out=lambda s: (s.N, s.N))
-entry("masks.reachable", masks.reachable,
-      lambda s: dict(masks=[masks.causal_mask(s.T), masks.band_mask(s.T, 1)]),
-      bad={"masks": [None, 3, [], "abc", [torch.ones(3, 3)], [torch.ones(3, dtype=torch.bool)],
-                     [torch.ones(3, 3, dtype=torch.bool), torch.ones(4, 4, dtype=torch.bool)],
-                     torch.ones(3, 3, dtype=torch.bool), [np.ones((3, 3), bool)]]},
-      zero="T", out=lambda s: (s.T, s.T))
-entry("masks.to_key_padding_mask", masks.to_key_padding_mask, lambda s: dict(mask=rmask(s.B, s.K)),
-      bad={"mask": NOT_TENSOR + [as_list("mask"), as_array("mask"), add_axis("mask"),
-                                 flat("mask")] + [cast("mask", d) for d in MASK_BAD]},
-      gen={"mask": Gen("mask", (2,))}, zero="BK", out=lambda s: (s.B, s.K))
-entry("masks.from_key_padding_mask", masks.from_key_padding_mask,
-      lambda s: dict(key_padding_mask=rmask(s.B, s.K)),
-      bad={"key_padding_mask": NOT_TENSOR + [as_list("key_padding_mask"),
-                                             add_axis("key_padding_mask"),
-                                             flat("key_padding_mask")]
-           + [cast("key_padding_mask", d) for d in MASK_BAD]},
-      gen={"key_padding_mask": Gen("mask", (2,))}, zero="BK", out=lambda s: (s.B, s.K))
-entry("masks.to_additive_mask", masks.to_additive_mask,
-      lambda s: dict(mask=rmask(s.B, s.Q, s.K), dtype=torch.float32),
-      bad={"mask": NOT_TENSOR + [as_list("mask"), as_array("mask")]
-           + [cast("mask", d) for d in MASK_BAD],
-           "dtype": [torch.int64, torch.bool, torch.complex64, "float32", float, None]},
-      gen={"mask": Gen("mask")}, zero="BQK", out=lambda s: (s.B, s.Q, s.K), finite=False)
+entry(
+    "masks.valid_length_mask",
+    masks.valid_length_mask,
+    lambda s: dict(valid_lens=torch.randint(0, s.K + 1, (s.B,)), num_keys=s.K, num_queries=s.Q),
+    bad={
+        "valid_lens": [
+            None,
+            "abc",
+            [[1], [1, 2]],
+            cast("valid_lens", torch.float32),
+            cast("valid_lens", torch.bool),
+            cast("valid_lens", torch.complex64),
+            torch.tensor([-1, 2]),
+            torch.tensor([1, 99]),
+            torch.zeros(2, 2, 2, dtype=torch.long),
+            torch.zeros(2, 5, dtype=torch.long),
+            torch.tensor(3),
+        ],
+        "num_keys": ints(),
+        "num_queries": ints(optional=True),
+    },
+    gen={"valid_lens": Gen("long", (1, 2), lists=True)},
+    nums={"num_keys": Num(True, minimum=0), "num_queries": Num(True, minimum=0)},
+    zero="BKQ",
+    out=lambda s: (s.B, s.Q, s.K),
+)
+entry(
+    "masks.causal_mask",
+    masks.causal_mask,
+    lambda s: dict(num_queries=s.Q, num_keys=s.K),
+    bad={
+        "num_queries": ints(),
+        "num_keys": ints(optional=True),
+        "device": ["nowhere", 3.5, ["cpu"]],
+    },
+    nums={"num_queries": Num(True, minimum=0), "num_keys": Num(True, minimum=0)},
+    zero="QK",
+    out=lambda s: (s.Q, s.K),
+)
+entry(
+    "masks.band_mask",
+    masks.band_mask,
+    lambda s: dict(num_queries=s.Q, window=1, num_keys=s.K),
+    bad={
+        "num_queries": ints(),
+        "window": ints(),
+        "num_keys": ints(optional=True),
+        "device": ["nowhere", 3.5],
+    },
+    nums={"num_queries": Num(True, minimum=0), "window": Num(True, minimum=0)},
+    zero="QK",
+    out=lambda s: (s.Q, s.K),
+)
+entry(
+    "masks.grid_mask",
+    masks.grid_mask,
+    lambda s: dict(height=2, width=3, radius=1),
+    bad={"height": ints(1), "width": ints(1), "radius": ints()},
+    nums={
+        "height": Num(True, minimum=1),
+        "width": Num(True, minimum=1),
+        "radius": Num(True, minimum=0),
+    },
+)
+entry(
+    "masks.adjacency_mask",
+    masks.adjacency_mask,
+    lambda s: dict(edges=[(0, 1), (1, 2)], num_nodes=s.N, self_loops=True, directed=False),
+    bad={
+        "edges": [
+            None,
+            "abc",
+            [(0, 1, 2)],
+            [(0, 99)],
+            [(-1, 0)],
+            [(0.5, 1.0)],
+            torch.tensor([[0, 1, 2], [1, 2, 3]]),
+            torch.tensor([[True, False]]),
+            torch.zeros(2, 2, 2, dtype=torch.long),
+            np.array([[0.0, 1.0]]),
+        ],
+        "num_nodes": ints(),
+        "self_loops": FLAGS,
+        "directed": FLAGS,
+    },
+    nums={"num_nodes": Num(True, minimum=0)},
+    zero="N",
+    out=lambda s: (s.N, s.N),
+)
+entry(
+    "masks.reachable",
+    masks.reachable,
+    lambda s: dict(masks=[masks.causal_mask(s.T), masks.band_mask(s.T, 1)]),
+    bad={
+        "masks": [
+            None,
+            3,
+            [],
+            "abc",
+            [torch.ones(3, 3)],
+            [torch.ones(3, dtype=torch.bool)],
+            [torch.ones(3, 3, dtype=torch.bool), torch.ones(4, 4, dtype=torch.bool)],
+            torch.ones(3, 3, dtype=torch.bool),
+            [np.ones((3, 3), bool)],
+        ]
+    },
+    zero="T",
+    out=lambda s: (s.T, s.T),
+)
+entry(
+    "masks.to_key_padding_mask",
+    masks.to_key_padding_mask,
+    lambda s: dict(mask=rmask(s.B, s.K)),
+    bad={
+        "mask": NOT_TENSOR
+        + [as_list("mask"), as_array("mask"), add_axis("mask"), flat("mask")]
+        + [cast("mask", d) for d in MASK_BAD]
+    },
+    gen={"mask": Gen("mask", (2,))},
+    zero="BK",
+    out=lambda s: (s.B, s.K),
+)
+entry(
+    "masks.from_key_padding_mask",
+    masks.from_key_padding_mask,
+    lambda s: dict(key_padding_mask=rmask(s.B, s.K)),
+    bad={
+        "key_padding_mask": NOT_TENSOR
+        + [as_list("key_padding_mask"), add_axis("key_padding_mask"), flat("key_padding_mask")]
+        + [cast("key_padding_mask", d) for d in MASK_BAD]
+    },
+    gen={"key_padding_mask": Gen("mask", (2,))},
+    zero="BK",
+    out=lambda s: (s.B, s.K),
+)
+entry(
+    "masks.to_additive_mask",
+    masks.to_additive_mask,
+    lambda s: dict(mask=rmask(s.B, s.Q, s.K), dtype=torch.float32),
+    bad={
+        "mask": NOT_TENSOR
+        + [as_list("mask"), as_array("mask")]
+        + [cast("mask", d) for d in MASK_BAD],
+        "dtype": [torch.int64, torch.bool, torch.complex64, "float32", float, None],
+    },
+    gen={"mask": Gen("mask")},
+    zero="BQK",
+    out=lambda s: (s.B, s.Q, s.K),
+    finite=False,
+)
 
 # --- helpers.attention
 _SCORES = lambda kw: tuple(kw["scores"].shape)  # noqa: E731
-_QK = lambda kw: (*lead(kw["q"], kw["k"], kw["v"]),  # noqa: E731
-                  kw["q"].shape[-2], kw["k"].shape[-2])
+_QK = lambda kw: (
+    *lead(kw["q"], kw["k"], kw["v"]),  # noqa: E731
+    kw["q"].shape[-2],
+    kw["k"].shape[-2],
+)
 
-entry("attention.masked_softmax", attention.masked_softmax,
-      lambda s: dict(scores=r(s.B, s.Q, s.K), mask=rmask(s.Q, s.K), dim=-1),
-      bad={"scores": tensor_bad("scores"),
-           "mask": NOT_MASK + [as_list("mask"), as_array("mask"),
-                                 Bad(lambda kw: rmask(4, 3, 3, 4), "(4,B,Q,K)"),
-                                 grow("mask", 0), grow("mask", 1)]
-           + [cast("mask", d) for d in MASK_BAD],
-           "dim": [3, -4, 1.5, True, "x", None, (0, 1)]},
-      gen={"scores": Gen("float")}, masks={"mask": fits(_SCORES)},
-      zero="BQK", out=lambda s: (s.B, s.Q, s.K))
-entry("attention.attend", attention.attend,
-      lambda s: dict(scores=r(s.B, s.Q, s.K), values=r(s.B, s.K, s.V), mask=rmask(s.B, 1, s.K),
-                     dropout=0.0, training=False),
-      bad={"scores": tensor_bad("scores") + [flat("scores")],
-           "values": tensor_bad("values", PARAM_BAD) + [flat("values"), grow("values", 1),
-                                                         grow("values", 0)],
-           "mask": NOT_MASK + [grow("mask", 2)] + [cast("mask", d) for d in MASK_BAD],
-           "dropout": PROBS, "training": FLAGS},
-      gen={"scores": Gen("float", tuple(range(2, 6))), "values": Gen("param", tuple(range(2, 6)))},
-      nums={"dropout": Num(False, low=0.0, high=1.0, high_open=True)},
-      masks={"mask": fits(_SCORES)},
-      zero="BQKV", out=lambda s: ((s.B, s.Q, s.V), (s.B, s.Q, s.K)))
+entry(
+    "attention.masked_softmax",
+    attention.masked_softmax,
+    lambda s: dict(scores=r(s.B, s.Q, s.K), mask=rmask(s.Q, s.K), dim=-1),
+    bad={
+        "scores": tensor_bad("scores"),
+        "mask": NOT_MASK
+        + [
+            as_list("mask"),
+            as_array("mask"),
+            Bad(lambda kw: rmask(4, 3, 3, 4), "(4,B,Q,K)"),
+            grow("mask", 0),
+            grow("mask", 1),
+        ]
+        + [cast("mask", d) for d in MASK_BAD],
+        "dim": [3, -4, 1.5, True, "x", None, (0, 1)],
+    },
+    gen={"scores": Gen("float")},
+    masks={"mask": fits(_SCORES)},
+    zero="BQK",
+    out=lambda s: (s.B, s.Q, s.K),
+)
+entry(
+    "attention.attend",
+    attention.attend,
+    lambda s: dict(
+        scores=r(s.B, s.Q, s.K),
+        values=r(s.B, s.K, s.V),
+        mask=rmask(s.B, 1, s.K),
+        dropout=0.0,
+        training=False,
+    ),
+    bad={
+        "scores": tensor_bad("scores") + [flat("scores")],
+        "values": tensor_bad("values", PARAM_BAD)
+        + [flat("values"), grow("values", 1), grow("values", 0)],
+        "mask": NOT_MASK + [grow("mask", 2)] + [cast("mask", d) for d in MASK_BAD],
+        "dropout": PROBS,
+        "training": FLAGS,
+    },
+    gen={"scores": Gen("float", tuple(range(2, 6))), "values": Gen("param", tuple(range(2, 6)))},
+    nums={"dropout": Num(False, low=0.0, high=1.0, high_open=True)},
+    masks={"mask": fits(_SCORES)},
+    zero="BQKV",
+    out=lambda s: ((s.B, s.Q, s.V), (s.B, s.Q, s.K)),
+)
 
 
 def _qkv_bad(dtypes=FLOAT_BAD) -> dict:
-    return {"q": tensor_bad("q", dtypes) + [flat("q"), grow("q", -1), grow("q", 0)],
-            "k": tensor_bad("k", dtypes) + [flat("k"), grow("k", -1), grow("k", 0),
-                                            cast("k", torch.float64)],
-            "v": tensor_bad("v", dtypes) + [flat("v"), grow("v", -2), cast("v", torch.float64)]}
+    return {
+        "q": tensor_bad("q", dtypes) + [flat("q"), grow("q", -1), grow("q", 0)],
+        "k": tensor_bad("k", dtypes)
+        + [flat("k"), grow("k", -1), grow("k", 0), cast("k", torch.float64)],
+        "v": tensor_bad("v", dtypes) + [flat("v"), grow("v", -2), cast("v", torch.float64)],
+    }
 
 
-_QKV_GEN = {"q": Gen("float", tuple(range(2, 6))), "k": Gen("float", tuple(range(2, 6))),
-            "v": Gen("float", tuple(range(2, 6)))}
-_MASK_BAD = NOT_MASK + [as_list("mask"), grow("mask", -1), grow("mask", -2),
-                          Bad(lambda kw: rmask(5, *kw["mask"].shape), "extra-lead-5")] + [
-    cast("mask", d) for d in MASK_BAD]
+_QKV_GEN = {
+    "q": Gen("float", tuple(range(2, 6))),
+    "k": Gen("float", tuple(range(2, 6))),
+    "v": Gen("float", tuple(range(2, 6))),
+}
+_MASK_BAD = (
+    NOT_MASK
+    + [
+        as_list("mask"),
+        grow("mask", -1),
+        grow("mask", -2),
+        Bad(lambda kw: rmask(5, *kw["mask"].shape), "extra-lead-5"),
+    ]
+    + [cast("mask", d) for d in MASK_BAD]
+)
 
 
 def _qkv(s: Sizes) -> dict:
-    return dict(q=r(s.B, s.H, s.Q, s.D), k=r(s.B, s.H, s.K, s.D), v=r(s.B, s.H, s.K, s.V),
-                mask=rmask(s.B, 1, s.Q, s.K))
+    return dict(
+        q=r(s.B, s.H, s.Q, s.D),
+        k=r(s.B, s.H, s.K, s.D),
+        v=r(s.B, s.H, s.K, s.V),
+        mask=rmask(s.B, 1, s.Q, s.K),
+    )
 
 
-entry("attention.scaled_dot_product_attention", attention.scaled_dot_product_attention,
-      lambda s: dict(_qkv(s), scale=None, dropout=0.0, training=False),
-      bad=dict(_qkv_bad(), mask=_MASK_BAD, scale=reals(optional=True), dropout=PROBS,
-               training=FLAGS),
-      gen=_QKV_GEN, nums={"scale": Num(False), "dropout": Num(False, low=0.0, high=1.0,
-                                                               high_open=True)},
-      masks={"mask": fits(_QK)}, zero="BHQKDV",
-      out=lambda s: ((s.B, s.H, s.Q, s.V), (s.B, s.H, s.Q, s.K)))
+entry(
+    "attention.scaled_dot_product_attention",
+    attention.scaled_dot_product_attention,
+    lambda s: dict(_qkv(s), scale=None, dropout=0.0, training=False),
+    bad=dict(_qkv_bad(), mask=_MASK_BAD, scale=reals(optional=True), dropout=PROBS, training=FLAGS),
+    gen=_QKV_GEN,
+    nums={"scale": Num(False), "dropout": Num(False, low=0.0, high=1.0, high_open=True)},
+    masks={"mask": fits(_QK)},
+    zero="BHQKDV",
+    out=lambda s: ((s.B, s.H, s.Q, s.V), (s.B, s.H, s.Q, s.K)),
+)
 
 # --- helpers.scoring
 _SC_KW = lambda s: dict(queries=r(s.B, s.Q, s.D), keys=r(s.B, s.K, s.D))  # noqa: E731
 
-entry("scoring.additive_scores", scoring.additive_scores,
-      lambda s: dict(_SC_KW(s), w_q=r(5, s.D), w_k=r(5, s.D), w_v=r(1, 5)),
-      bad={"queries": tensor_bad("queries") + [flat("queries")],
-           "keys": tensor_bad("keys", PARAM_BAD) + [flat("keys"), grow("keys", -1, ("w_k",))],
-           "w_q": tensor_bad("w_q", PARAM_BAD) + [grow("w_q", 1), flat("w_q"), add_axis("w_q")],
-           "w_k": tensor_bad("w_k", PARAM_BAD) + [grow("w_k", 0), grow("w_k", 1), flat("w_k")],
-           "w_v": tensor_bad("w_v", PARAM_BAD) + [grow("w_v", 1), grow("w_v", 0),
-                                                   add_axis("w_v")]},
-      gen={"queries": Gen("float", tuple(range(2, 6))), "keys": Gen("param", tuple(range(2, 6))),
-           "w_q": Gen("param", (2,)), "w_k": Gen("param", (2,)), "w_v": Gen("param", (1, 2))},
-      zero="BQKD", out=lambda s: (s.B, s.Q, s.K))
-entry("scoring.bilinear_scores", scoring.bilinear_scores,
-      lambda s: dict(_SC_KW(s), weight=r(s.D, s.D)),
-      bad={"queries": tensor_bad("queries") + [flat("queries")],
-           "keys": tensor_bad("keys", PARAM_BAD) + [flat("keys"), grow("keys", -1, ("weight",))],
-           "weight": tensor_bad("weight", PARAM_BAD) + [grow("weight", 0), grow("weight", 1),
-                                                         flat("weight"), add_axis("weight")]},
-      gen={"queries": Gen("float", tuple(range(2, 6))), "keys": Gen("param", tuple(range(2, 6))),
-           "weight": Gen("param", (2,))},
-      zero="BQKD", out=lambda s: (s.B, s.Q, s.K))
+entry(
+    "scoring.additive_scores",
+    scoring.additive_scores,
+    lambda s: dict(_SC_KW(s), w_q=r(5, s.D), w_k=r(5, s.D), w_v=r(1, 5)),
+    bad={
+        "queries": tensor_bad("queries") + [flat("queries")],
+        "keys": tensor_bad("keys", PARAM_BAD) + [flat("keys"), grow("keys", -1, ("w_k",))],
+        "w_q": tensor_bad("w_q", PARAM_BAD) + [grow("w_q", 1), flat("w_q"), add_axis("w_q")],
+        "w_k": tensor_bad("w_k", PARAM_BAD) + [grow("w_k", 0), grow("w_k", 1), flat("w_k")],
+        "w_v": tensor_bad("w_v", PARAM_BAD) + [grow("w_v", 1), grow("w_v", 0), add_axis("w_v")],
+    },
+    gen={
+        "queries": Gen("float", tuple(range(2, 6))),
+        "keys": Gen("param", tuple(range(2, 6))),
+        "w_q": Gen("param", (2,)),
+        "w_k": Gen("param", (2,)),
+        "w_v": Gen("param", (1, 2)),
+    },
+    zero="BQKD",
+    out=lambda s: (s.B, s.Q, s.K),
+)
+entry(
+    "scoring.bilinear_scores",
+    scoring.bilinear_scores,
+    lambda s: dict(_SC_KW(s), weight=r(s.D, s.D)),
+    bad={
+        "queries": tensor_bad("queries") + [flat("queries")],
+        "keys": tensor_bad("keys", PARAM_BAD) + [flat("keys"), grow("keys", -1, ("weight",))],
+        "weight": tensor_bad("weight", PARAM_BAD)
+        + [grow("weight", 0), grow("weight", 1), flat("weight"), add_axis("weight")],
+    },
+    gen={
+        "queries": Gen("float", tuple(range(2, 6))),
+        "keys": Gen("param", tuple(range(2, 6))),
+        "weight": Gen("param", (2,)),
+    },
+    zero="BQKD",
+    out=lambda s: (s.B, s.Q, s.K),
+)
 
 _SCORING = {
     "DotProductAttention": (lambda: scoring.DotProductAttention(), {"dropout": PROBS}),
-    "ScaledDotProductAttention": (lambda: scoring.ScaledDotProductAttention(),
-                                  {"dropout": PROBS}),
-    "AdditiveAttention": (lambda: scoring.AdditiveAttention(DM, DM, 5),
-                          {"query_dim": ints(1), "key_dim": ints(1), "hidden_dim": ints(1),
-                           "dropout": PROBS}),
-    "BilinearAttention": (lambda: scoring.BilinearAttention(DM, DM),
-                          {"query_dim": ints(1), "key_dim": ints(1), "dropout": PROBS}),
+    "ScaledDotProductAttention": (lambda: scoring.ScaledDotProductAttention(), {"dropout": PROBS}),
+    "AdditiveAttention": (
+        lambda: scoring.AdditiveAttention(DM, DM, 5),
+        {"query_dim": ints(1), "key_dim": ints(1), "hidden_dim": ints(1), "dropout": PROBS},
+    ),
+    "BilinearAttention": (
+        lambda: scoring.BilinearAttention(DM, DM),
+        {"query_dim": ints(1), "key_dim": ints(1), "dropout": PROBS},
+    ),
 }
-_CTOR_KW = {"DotProductAttention": {}, "ScaledDotProductAttention": {},
-            "AdditiveAttention": dict(query_dim=DM, key_dim=DM, hidden_dim=5),
-            "BilinearAttention": dict(query_dim=DM, key_dim=DM)}
+_CTOR_KW = {
+    "DotProductAttention": {},
+    "ScaledDotProductAttention": {},
+    "AdditiveAttention": dict(query_dim=DM, key_dim=DM, hidden_dim=5),
+    "BilinearAttention": dict(query_dim=DM, key_dim=DM),
+}
 for _name, (_make, _ctor_bad) in _SCORING.items():
     _cls = getattr(scoring, _name)
-    entry(f"scoring.{_name}", _cls, lambda s, n=_name: dict(_CTOR_KW[n], dropout=0.0),
-          bad=_ctor_bad,
-          nums={k: (Num(True, minimum=1) if k != "dropout" else
-                    Num(False, low=0.0, high=1.0, high_open=True)) for k in _ctor_bad})
-    entry(f"scoring.{_name}.forward", method("forward"),
-          lambda s, m=_make: dict(module=m(), queries=r(s.B, s.Q, DM), keys=r(s.B, s.K, DM),
-                                  values=r(s.B, s.K, s.V), mask=rmask(s.B, s.Q, s.K)),
-          # float32 modules: queries, keys and values in one dtype, the parameters'
-          bad={"queries": tensor_bad("queries", PARAM_BAD) + [
-                   flat("queries"), grow("queries", -1),
-                   Bad(lambda kw: kw["queries"][None, None], "rank-5")],
-               "keys": tensor_bad("keys", PARAM_BAD) + [flat("keys"), grow("keys", -1),
-                                                        grow("keys", 0)],
-               "values": tensor_bad("values", PARAM_BAD) + [flat("values"), grow("values", 1)],
-               "mask": _MASK_BAD},
-          gen={"queries": Gen("float" if _name.startswith(("Dot", "Scaled")) else "param",
-                              (2, 3, 4)),
-               "keys": Gen("param", (2, 3, 4)), "values": Gen("param", (2, 3, 4))},
-          masks={"mask": lambda shape, kw: broadcasts(
-              shape, (kw["queries"].shape[0], kw["queries"].shape[1], kw["keys"].shape[1]))},
-          zero="BQKV", out=lambda s: ((s.B, s.Q, s.V), (s.B, s.Q, s.K)))
-    entry(f"scoring.{_name}.scores", method("scores"),
-          lambda s, m=_make: dict(module=m(), queries=r(s.B, s.Q, DM), keys=r(s.B, s.K, DM)),
-          bad={"queries": tensor_bad("queries", PARAM_BAD) + [flat("queries"),
-                                                              grow("queries", -1)],
-               "keys": tensor_bad("keys", PARAM_BAD) + [flat("keys"), grow("keys", -1),
-                                                      grow("keys", 0)]},
-          gen={"queries": Gen("float" if _name.startswith(("Dot", "Scaled")) else "param",
-                              (2, 3, 4)),
-               "keys": Gen("param", (2, 3, 4))},
-          zero="BQK", out=lambda s: (s.B, s.Q, s.K))
+    entry(
+        f"scoring.{_name}",
+        _cls,
+        lambda s, n=_name: dict(_CTOR_KW[n], dropout=0.0),
+        bad=_ctor_bad,
+        nums={
+            k: (
+                Num(True, minimum=1)
+                if k != "dropout"
+                else Num(False, low=0.0, high=1.0, high_open=True)
+            )
+            for k in _ctor_bad
+        },
+    )
+    entry(
+        f"scoring.{_name}.forward",
+        method("forward"),
+        lambda s, m=_make: dict(
+            module=m(),
+            queries=r(s.B, s.Q, DM),
+            keys=r(s.B, s.K, DM),
+            values=r(s.B, s.K, s.V),
+            mask=rmask(s.B, s.Q, s.K),
+        ),
+        # float32 modules: queries, keys and values in one dtype, the parameters'
+        bad={
+            "queries": tensor_bad("queries", PARAM_BAD)
+            + [
+                flat("queries"),
+                grow("queries", -1),
+                Bad(lambda kw: kw["queries"][None, None], "rank-5"),
+            ],
+            "keys": tensor_bad("keys", PARAM_BAD)
+            + [flat("keys"), grow("keys", -1), grow("keys", 0)],
+            "values": tensor_bad("values", PARAM_BAD) + [flat("values"), grow("values", 1)],
+            "mask": _MASK_BAD,
+        },
+        gen={
+            "queries": Gen("float" if _name.startswith(("Dot", "Scaled")) else "param", (2, 3, 4)),
+            "keys": Gen("param", (2, 3, 4)),
+            "values": Gen("param", (2, 3, 4)),
+        },
+        masks={
+            "mask": lambda shape, kw: broadcasts(
+                shape, (kw["queries"].shape[0], kw["queries"].shape[1], kw["keys"].shape[1])
+            )
+        },
+        zero="BQKV",
+        out=lambda s: ((s.B, s.Q, s.V), (s.B, s.Q, s.K)),
+    )
+    entry(
+        f"scoring.{_name}.scores",
+        method("scores"),
+        lambda s, m=_make: dict(module=m(), queries=r(s.B, s.Q, DM), keys=r(s.B, s.K, DM)),
+        bad={
+            "queries": tensor_bad("queries", PARAM_BAD) + [flat("queries"), grow("queries", -1)],
+            "keys": tensor_bad("keys", PARAM_BAD)
+            + [flat("keys"), grow("keys", -1), grow("keys", 0)],
+        },
+        gen={
+            "queries": Gen("float" if _name.startswith(("Dot", "Scaled")) else "param", (2, 3, 4)),
+            "keys": Gen("param", (2, 3, 4)),
+        },
+        zero="BQK",
+        out=lambda s: (s.B, s.Q, s.K),
+    )
 
 # --- helpers.multihead
-_MHA_TARGET = lambda kw: (kw["queries"].shape[0], NH, kw["queries"].shape[1],  # noqa: E731
-                          kw["keys"].shape[1])
-entry("multihead.MultiHeadAttention", multihead.MultiHeadAttention,
-      lambda s: dict(d_model=DM, num_heads=NH, bias=True, dropout=0.0),
-      bad={"d_model": ints(1) + [5], "num_heads": ints(1) + [3], "bias": FLAGS,
-           "dropout": PROBS},
-      nums={"d_model": Num(True, minimum=1), "num_heads": Num(True, minimum=1),
-            "dropout": Num(False, low=0.0, high=1.0, high_open=True)})
-entry("multihead.MultiHeadAttention.forward", method("forward"),
-      lambda s: dict(module=mha(), queries=r(s.B, s.Q, DM), keys=r(s.B, s.K, DM),
-                     values=r(s.B, s.K, DM), mask=rmask(s.B, 1, s.K)),
-      bad={"queries": tensor_bad("queries", PARAM_BAD) + [flat("queries"), grow("queries", -1),
-                                                          grow("queries", 0), add_axis("queries")],
-           "keys": tensor_bad("keys", PARAM_BAD) + [grow("keys", -1), grow("keys", 1),
-                                                    grow("keys", 0)],
-           "values": tensor_bad("values", PARAM_BAD) + [grow("values", -1), grow("values", 1)],
-           "mask": NOT_MASK + [as_list("mask"), grow("mask", -1), flat("mask"),
-                                 Bad(lambda kw: rmask(1, *kw["mask"].shape[:1], 1, 1, 4), "5-D"),
-                                 Bad(lambda kw: rmask(kw["queries"].shape[0], 4), "(B,K)")]
-           + [cast("mask", d) for d in MASK_BAD]},
-      gen={"queries": Gen("param", (3,)), "keys": Gen("param", (3,)), "values": Gen("param", (3,))},
-      masks={"mask": fits_heads(_MHA_TARGET)},
-      zero="BQK", out=lambda s: ((s.B, s.Q, DM), (s.B, NH, s.Q, s.K)))
-entry("multihead.MultiHeadAttention.split_heads", method("split_heads"),
-      lambda s: dict(module=mha(), x=r(s.B, s.T, DM)),
-      bad={"x": NOT_TENSOR + [as_list("x"), as_array("x"), flat("x"), add_axis("x"),
-                              grow("x", -1)]},
-      gen={"x": Gen("any", (3,))}, zero="BT", out=lambda s: (s.B, NH, s.T, DM // NH))
-entry("multihead.MultiHeadAttention.merge_heads", method("merge_heads"),
-      lambda s: dict(module=mha(), x=r(s.B, NH, s.T, DM // NH)),
-      bad={"x": NOT_TENSOR + [as_list("x"), as_array("x"), flat("x"), add_axis("x"),
-                              grow("x", -1), grow("x", 1), drop_axis("x")]},
-      gen={"x": Gen("any", (4,))}, zero="BT", out=lambda s: (s.B, s.T, DM))
-entry("multihead.MultiHeadAttention.from_torch", multihead.MultiHeadAttention.from_torch,
-      lambda s: dict(mha=nn.MultiheadAttention(DM, NH, batch_first=True)),
-      bad={"mha": [None, "abc", nn.Linear(DM, DM), mha(),
-                   Bad(lambda kw: nn.MultiheadAttention(DM, NH, kdim=3, vdim=3), "kdim=3"),
-                   Bad(lambda kw: nn.MultiheadAttention(DM, NH, add_bias_kv=True), "bias_kv"),
-                   Bad(lambda kw: nn.MultiheadAttention(DM, NH, add_zero_attn=True), "zero_attn")]})
+_MHA_TARGET = lambda kw: (
+    kw["queries"].shape[0],
+    NH,
+    kw["queries"].shape[1],  # noqa: E731
+    kw["keys"].shape[1],
+)
+entry(
+    "multihead.MultiHeadAttention",
+    multihead.MultiHeadAttention,
+    lambda s: dict(d_model=DM, num_heads=NH, bias=True, dropout=0.0),
+    bad={"d_model": ints(1) + [5], "num_heads": ints(1) + [3], "bias": FLAGS, "dropout": PROBS},
+    nums={
+        "d_model": Num(True, minimum=1),
+        "num_heads": Num(True, minimum=1),
+        "dropout": Num(False, low=0.0, high=1.0, high_open=True),
+    },
+)
+entry(
+    "multihead.MultiHeadAttention.forward",
+    method("forward"),
+    lambda s: dict(
+        module=mha(),
+        queries=r(s.B, s.Q, DM),
+        keys=r(s.B, s.K, DM),
+        values=r(s.B, s.K, DM),
+        mask=rmask(s.B, 1, s.K),
+    ),
+    bad={
+        "queries": tensor_bad("queries", PARAM_BAD)
+        + [flat("queries"), grow("queries", -1), grow("queries", 0), add_axis("queries")],
+        "keys": tensor_bad("keys", PARAM_BAD)
+        + [grow("keys", -1), grow("keys", 1), grow("keys", 0)],
+        "values": tensor_bad("values", PARAM_BAD) + [grow("values", -1), grow("values", 1)],
+        "mask": NOT_MASK
+        + [
+            as_list("mask"),
+            grow("mask", -1),
+            flat("mask"),
+            Bad(lambda kw: rmask(1, *kw["mask"].shape[:1], 1, 1, 4), "5-D"),
+            Bad(lambda kw: rmask(kw["queries"].shape[0], 4), "(B,K)"),
+        ]
+        + [cast("mask", d) for d in MASK_BAD],
+    },
+    gen={"queries": Gen("param", (3,)), "keys": Gen("param", (3,)), "values": Gen("param", (3,))},
+    masks={"mask": fits_heads(_MHA_TARGET)},
+    zero="BQK",
+    out=lambda s: ((s.B, s.Q, DM), (s.B, NH, s.Q, s.K)),
+)
+entry(
+    "multihead.MultiHeadAttention.split_heads",
+    method("split_heads"),
+    lambda s: dict(module=mha(), x=r(s.B, s.T, DM)),
+    bad={"x": NOT_TENSOR + [as_list("x"), as_array("x"), flat("x"), add_axis("x"), grow("x", -1)]},
+    gen={"x": Gen("any", (3,))},
+    zero="BT",
+    out=lambda s: (s.B, NH, s.T, DM // NH),
+)
+entry(
+    "multihead.MultiHeadAttention.merge_heads",
+    method("merge_heads"),
+    lambda s: dict(module=mha(), x=r(s.B, NH, s.T, DM // NH)),
+    bad={
+        "x": NOT_TENSOR
+        + [
+            as_list("x"),
+            as_array("x"),
+            flat("x"),
+            add_axis("x"),
+            grow("x", -1),
+            grow("x", 1),
+            drop_axis("x"),
+        ]
+    },
+    gen={"x": Gen("any", (4,))},
+    zero="BT",
+    out=lambda s: (s.B, s.T, DM),
+)
+entry(
+    "multihead.MultiHeadAttention.from_torch",
+    multihead.MultiHeadAttention.from_torch,
+    lambda s: dict(mha=nn.MultiheadAttention(DM, NH, batch_first=True)),
+    bad={
+        "mha": [
+            None,
+            "abc",
+            nn.Linear(DM, DM),
+            mha(),
+            Bad(lambda kw: nn.MultiheadAttention(DM, NH, kdim=3, vdim=3), "kdim=3"),
+            Bad(lambda kw: nn.MultiheadAttention(DM, NH, add_bias_kv=True), "bias_kv"),
+            Bad(lambda kw: nn.MultiheadAttention(DM, NH, add_zero_attn=True), "zero_attn"),
+        ]
+    },
+)
 entry("multihead.MultiHeadAttention.to_torch", method("to_torch"), lambda s: dict(module=mha()))
 
 # --- helpers.selfattention
-entry("selfattention.SelfAttention", selfattention.SelfAttention,
-      lambda s: dict(d_model=DM, d_k=None, d_v=None),
-      bad={"d_model": ints(1), "d_k": ints(1, optional=True), "d_v": ints(1, optional=True)},
-      nums={"d_model": Num(True, minimum=1), "d_k": Num(True, minimum=1),
-            "d_v": Num(True, minimum=1)})
-entry("selfattention.SelfAttention.forward", method("forward"),
-      lambda s: dict(module=selfattention.SelfAttention(DM), x=r(s.B, s.T, DM),
-                     mask=masks.causal_mask(s.T)),
-      bad={"x": tensor_bad("x", PARAM_BAD) + [flat("x"), add_axis("x"), grow("x", -1)],
-           "mask": _MASK_BAD},
-      gen={"x": Gen("param", (2, 3))},
-      masks={"mask": lambda shape, kw: broadcasts(shape, (*kw["x"].shape[:-1], kw["x"].shape[-2]))},
-      zero="BT", out=lambda s: ((s.B, s.T, DM), (s.B, s.T, s.T)))
-entry("selfattention.windowed_attention", selfattention.windowed_attention,
-      lambda s: dict(q=r(s.B, s.T, s.D), k=r(s.B, s.T, s.D), v=r(s.B, s.T, s.V), window=1),
-      bad={"q": tensor_bad("q") + [flat("q"), grow("q", -1), grow("q", -2)],
-           "k": tensor_bad("k") + [flat("k"), grow("k", -1), grow("k", -2),
-                                   cast("k", torch.float64)],
-           "v": tensor_bad("v") + [flat("v"), grow("v", -2), cast("v", torch.float64),
-                                   Bad(lambda kw: r(3, *kw["v"].shape[1:]), "lead-3")],
-           "window": ints()},
-      gen={"q": Gen("float", tuple(range(2, 6))), "k": Gen("float", tuple(range(2, 6))),
-           "v": Gen("float", tuple(range(2, 6)))},
-      nums={"window": Num(True, minimum=0)},
-      zero="BTDV", out=lambda s: ((s.B, s.T, s.V), None))
+entry(
+    "selfattention.SelfAttention",
+    selfattention.SelfAttention,
+    lambda s: dict(d_model=DM, d_k=None, d_v=None),
+    bad={"d_model": ints(1), "d_k": ints(1, optional=True), "d_v": ints(1, optional=True)},
+    nums={
+        "d_model": Num(True, minimum=1),
+        "d_k": Num(True, minimum=1),
+        "d_v": Num(True, minimum=1),
+    },
+)
+entry(
+    "selfattention.SelfAttention.forward",
+    method("forward"),
+    lambda s: dict(
+        module=selfattention.SelfAttention(DM), x=r(s.B, s.T, DM), mask=masks.causal_mask(s.T)
+    ),
+    bad={
+        "x": tensor_bad("x", PARAM_BAD) + [flat("x"), add_axis("x"), grow("x", -1)],
+        "mask": _MASK_BAD,
+    },
+    gen={"x": Gen("param", (2, 3))},
+    masks={"mask": lambda shape, kw: broadcasts(shape, (*kw["x"].shape[:-1], kw["x"].shape[-2]))},
+    zero="BT",
+    out=lambda s: ((s.B, s.T, DM), (s.B, s.T, s.T)),
+)
+entry(
+    "selfattention.windowed_attention",
+    selfattention.windowed_attention,
+    lambda s: dict(q=r(s.B, s.T, s.D), k=r(s.B, s.T, s.D), v=r(s.B, s.T, s.V), window=1),
+    bad={
+        "q": tensor_bad("q") + [flat("q"), grow("q", -1), grow("q", -2)],
+        "k": tensor_bad("k") + [flat("k"), grow("k", -1), grow("k", -2), cast("k", torch.float64)],
+        "v": tensor_bad("v")
+        + [
+            flat("v"),
+            grow("v", -2),
+            cast("v", torch.float64),
+            Bad(lambda kw: r(3, *kw["v"].shape[1:]), "lead-3"),
+        ],
+        "window": ints(),
+    },
+    gen={
+        "q": Gen("float", tuple(range(2, 6))),
+        "k": Gen("float", tuple(range(2, 6))),
+        "v": Gen("float", tuple(range(2, 6))),
+    },
+    nums={"window": Num(True, minimum=0)},
+    zero="BTDV",
+    out=lambda s: ((s.B, s.T, s.V), None),
+)
 
 # --- helpers.positional
 _BASE = dict(low=1.0, low_open=True)
-entry("positional.sinusoidal_encoding", positional.sinusoidal_encoding,
-      lambda s: dict(num_positions=s.T, d_model=4, base=10000.0, dtype=torch.float32),
-      bad={"num_positions": ints(), "d_model": ints(1) + [3],
-           "base": reals(extra=[0.0, -1.0, 1.0, 0.5]),
-           "dtype": [torch.int64, torch.bool, torch.complex64, "float32", None]},
-      nums={"num_positions": Num(True, minimum=0), "d_model": Num(True, minimum=1),
-            "base": Num(False, **_BASE)},
-      zero="T", out=lambda s: (s.T, 4))
-entry("positional.rotation_matrix", positional.rotation_matrix,
-      lambda s: dict(offset=2.0, d_model=4, base=10000.0, dtype=torch.float32),
-      bad={"offset": reals(), "d_model": ints(1) + [3], "base": reals(extra=[0.0, -1.0, 1.0]),
-           "dtype": [torch.int64, torch.bool, "float32", None]},
-      nums={"offset": Num(False), "d_model": Num(True, minimum=1), "base": Num(False, **_BASE)})
-entry("positional.rotary_embedding", positional.rotary_embedding,
-      lambda s: dict(x=r(s.B, s.T, s.D), positions=torch.arange(s.T), base=10000.0),
-      bad={"x": tensor_bad("x") + [flat("x"), Bad(lambda kw: r(2, 3, 5), "odd-D")],
-           "positions": [
-               "abc", [[1], [1, 2]], cast("positions", torch.bool),
-               cast("positions", torch.complex64), grow("positions", 0),
-               Bad(lambda kw: torch.tensor([0.0, NAN, 2.0]), "NaN"),
-               Bad(lambda kw: torch.tensor([0.0, INF, 2.0]), "inf"),
-               Bad(lambda kw: torch.zeros(4, 3), "(4, T)")],
-           "base": reals(extra=[0.0, -1.0, 1.0])},
-      names={"x": "x"},
-      gen={"x": Gen("float", tuple(range(2, 6)))},
-      nums={"base": Num(False, **_BASE)},
-      zero="BTD", out=lambda s: (s.B, s.T, s.D))
-entry("positional.SinusoidalPositionalEncoding", positional.SinusoidalPositionalEncoding,
-      lambda s: dict(d_model=DM, max_len=8, dropout=0.0),
-      bad={"d_model": ints(1) + [3], "max_len": ints(1), "dropout": PROBS},
-      nums={"d_model": Num(True, minimum=1), "max_len": Num(True, minimum=1),
-            "dropout": Num(False, low=0.0, high=1.0, high_open=True)})
-entry("positional.SinusoidalPositionalEncoding.forward", method("forward"),
-      lambda s: dict(module=positional.SinusoidalPositionalEncoding(DM, 8), x=r(s.B, s.T, DM)),
-      bad={"x": tensor_bad("x") + [flat("x"), grow("x", -1),
-                                   Bad(lambda kw: r(2, 9, DM), "T>max_len")]},
-      gen={"x": Gen("float", tuple(range(2, 6)))}, zero="BT", out=lambda s: (s.B, s.T, DM))
-entry("positional.LearnedPositionalEncoding", positional.LearnedPositionalEncoding,
-      lambda s: dict(max_len=8, d_model=DM, dropout=0.0),
-      bad={"max_len": ints(1), "d_model": ints(1), "dropout": PROBS},
-      nums={"d_model": Num(True, minimum=1), "max_len": Num(True, minimum=1),
-            "dropout": Num(False, low=0.0, high=1.0, high_open=True)})
-entry("positional.LearnedPositionalEncoding.forward", method("forward"),
-      lambda s: dict(module=positional.LearnedPositionalEncoding(8, DM), x=r(s.B, s.T, DM)),
-      bad={"x": tensor_bad("x") + [flat("x"), grow("x", -1),
-                                   Bad(lambda kw: r(2, 9, DM), "T>max_len")]},
-      gen={"x": Gen("float", tuple(range(2, 6)))}, zero="BT", out=lambda s: (s.B, s.T, DM))
+entry(
+    "positional.sinusoidal_encoding",
+    positional.sinusoidal_encoding,
+    lambda s: dict(num_positions=s.T, d_model=4, base=10000.0, dtype=torch.float32),
+    bad={
+        "num_positions": ints(),
+        "d_model": ints(1) + [3],
+        "base": reals(extra=[0.0, -1.0, 1.0, 0.5]),
+        "dtype": [torch.int64, torch.bool, torch.complex64, "float32", None],
+    },
+    nums={
+        "num_positions": Num(True, minimum=0),
+        "d_model": Num(True, minimum=1),
+        "base": Num(False, **_BASE),
+    },
+    zero="T",
+    out=lambda s: (s.T, 4),
+)
+entry(
+    "positional.rotation_matrix",
+    positional.rotation_matrix,
+    lambda s: dict(offset=2.0, d_model=4, base=10000.0, dtype=torch.float32),
+    bad={
+        "offset": reals(),
+        "d_model": ints(1) + [3],
+        "base": reals(extra=[0.0, -1.0, 1.0]),
+        "dtype": [torch.int64, torch.bool, "float32", None],
+    },
+    nums={"offset": Num(False), "d_model": Num(True, minimum=1), "base": Num(False, **_BASE)},
+)
+entry(
+    "positional.rotary_embedding",
+    positional.rotary_embedding,
+    lambda s: dict(x=r(s.B, s.T, s.D), positions=torch.arange(s.T), base=10000.0),
+    bad={
+        "x": tensor_bad("x") + [flat("x"), Bad(lambda kw: r(2, 3, 5), "odd-D")],
+        "positions": [
+            "abc",
+            [[1], [1, 2]],
+            cast("positions", torch.bool),
+            cast("positions", torch.complex64),
+            grow("positions", 0),
+            Bad(lambda kw: torch.tensor([0.0, NAN, 2.0]), "NaN"),
+            Bad(lambda kw: torch.tensor([0.0, INF, 2.0]), "inf"),
+            Bad(lambda kw: torch.zeros(4, 3), "(4, T)"),
+        ],
+        "base": reals(extra=[0.0, -1.0, 1.0]),
+    },
+    names={"x": "x"},
+    gen={"x": Gen("float", tuple(range(2, 6)))},
+    nums={"base": Num(False, **_BASE)},
+    zero="BTD",
+    out=lambda s: (s.B, s.T, s.D),
+)
+entry(
+    "positional.SinusoidalPositionalEncoding",
+    positional.SinusoidalPositionalEncoding,
+    lambda s: dict(d_model=DM, max_len=8, dropout=0.0),
+    bad={"d_model": ints(1) + [3], "max_len": ints(1), "dropout": PROBS},
+    nums={
+        "d_model": Num(True, minimum=1),
+        "max_len": Num(True, minimum=1),
+        "dropout": Num(False, low=0.0, high=1.0, high_open=True),
+    },
+)
+entry(
+    "positional.SinusoidalPositionalEncoding.forward",
+    method("forward"),
+    lambda s: dict(module=positional.SinusoidalPositionalEncoding(DM, 8), x=r(s.B, s.T, DM)),
+    bad={
+        "x": tensor_bad("x") + [flat("x"), grow("x", -1), Bad(lambda kw: r(2, 9, DM), "T>max_len")]
+    },
+    gen={"x": Gen("float", tuple(range(2, 6)))},
+    zero="BT",
+    out=lambda s: (s.B, s.T, DM),
+)
+entry(
+    "positional.LearnedPositionalEncoding",
+    positional.LearnedPositionalEncoding,
+    lambda s: dict(max_len=8, d_model=DM, dropout=0.0),
+    bad={"max_len": ints(1), "d_model": ints(1), "dropout": PROBS},
+    nums={
+        "d_model": Num(True, minimum=1),
+        "max_len": Num(True, minimum=1),
+        "dropout": Num(False, low=0.0, high=1.0, high_open=True),
+    },
+)
+entry(
+    "positional.LearnedPositionalEncoding.forward",
+    method("forward"),
+    lambda s: dict(module=positional.LearnedPositionalEncoding(8, DM), x=r(s.B, s.T, DM)),
+    bad={
+        "x": tensor_bad("x") + [flat("x"), grow("x", -1), Bad(lambda kw: r(2, 9, DM), "T>max_len")]
+    },
+    gen={"x": Gen("float", tuple(range(2, 6)))},
+    zero="BT",
+    out=lambda s: (s.B, s.T, DM),
+)
 
 # --- helpers.kernels (numbers, arrays and lists are accepted: they are converted)
 _REAL_BAD = [None, "abc", [[1.0], [1.0, 2.0]], {"a": 1}]
@@ -639,268 +1061,608 @@ def _real_bad(arg: str) -> list:
     return _REAL_BAD + [cast(arg, torch.bool), cast(arg, torch.complex64)]
 
 
-entry("kernels.gaussian_kernel", kernels.gaussian_kernel, lambda s: dict(u=r(s.Q, s.K)),
-      bad={"u": _real_bad("u")}, zero="QK", out=lambda s: (s.Q, s.K))
-_NW_BAD = {"queries": _real_bad("queries") + [Bad(lambda kw: r(3, 1), "(Q, 1)"),
-                                              Bad(lambda kw: torch.tensor([INF, 0.0]), "inf"),
-                                              Bad(lambda kw: torch.tensor([0.0, -INF]), "-inf")],
-           "keys": _real_bad("keys") + [Bad(lambda kw: r(4, 1), "(K, 1)"),
-                                        Bad(lambda kw: torch.tensor([0.0, 1.0, INF, 2.0]), "inf"),
-                                        Bad(lambda kw: r(5), "K+1"),
-                                        Bad(lambda kw: torch.zeros(0), "K=0")],
-           "values": _real_bad("values") + [Bad(lambda kw: r(4, 2, 2), "(K, D, D)"),
-                                            Bad(lambda kw: r(5), "K+1")],
-           "mask": NOT_MASK + [as_list("mask"), grow("mask", 0), grow("mask", 1),
-                                 Bad(lambda kw: rmask(1, kw["keys"].shape[0]), "(1, K)"),
-                                 add_axis("mask")] + [cast("mask", d) for d in MASK_BAD]}
+entry(
+    "kernels.gaussian_kernel",
+    kernels.gaussian_kernel,
+    lambda s: dict(u=r(s.Q, s.K)),
+    bad={"u": _real_bad("u")},
+    zero="QK",
+    out=lambda s: (s.Q, s.K),
+)
+_NW_BAD = {
+    "queries": _real_bad("queries")
+    + [
+        Bad(lambda kw: r(3, 1), "(Q, 1)"),
+        Bad(lambda kw: torch.tensor([INF, 0.0]), "inf"),
+        Bad(lambda kw: torch.tensor([0.0, -INF]), "-inf"),
+    ],
+    "keys": _real_bad("keys")
+    + [
+        Bad(lambda kw: r(4, 1), "(K, 1)"),
+        Bad(lambda kw: torch.tensor([0.0, 1.0, INF, 2.0]), "inf"),
+        Bad(lambda kw: r(5), "K+1"),
+        Bad(lambda kw: torch.zeros(0), "K=0"),
+    ],
+    "values": _real_bad("values")
+    + [Bad(lambda kw: r(4, 2, 2), "(K, D, D)"), Bad(lambda kw: r(5), "K+1")],
+    "mask": NOT_MASK
+    + [
+        as_list("mask"),
+        grow("mask", 0),
+        grow("mask", 1),
+        Bad(lambda kw: rmask(1, kw["keys"].shape[0]), "(1, K)"),
+        add_axis("mask"),
+    ]
+    + [cast("mask", d) for d in MASK_BAD],
+}
 _NW_MASK = {"mask": lambda shape, kw: tuple(shape) == (kw["queries"].shape[0], kw["keys"].shape[0])}
-entry("kernels.nadaraya_watson", kernels.nadaraya_watson,
-      lambda s: dict(queries=r(s.Q), keys=r(s.K), values=r(s.K, s.V), w=2.0, bandwidth=None,
-                     mask=rmask(s.Q, s.K)),
-      bad=dict(_NW_BAD, w=reals(extra=[0.0, -1.0, torch.tensor([1.0, 2.0]),
-                                       torch.tensor(True), torch.tensor(NAN)]),
-               bandwidth=[NAN, INF, 0.0, -1.0, True, "1", torch.tensor([1.0])]),
-      nums={"w": Num(False, low=0.0, low_open=True)}, masks=_NW_MASK,
-      zero="QV", out=lambda s: ((s.Q, s.V), (s.Q, s.K)))
-entry("kernels.NWKernelRegression", kernels.NWKernelRegression, lambda s: dict(w=1.0),
-      bad={"w": reals(extra=[0.0, -1.0, torch.tensor([1.0, 2.0])])},
-      nums={"w": Num(False, low=0.0, low_open=True)})
-entry("kernels.NWKernelRegression.forward", method("forward"),
-      lambda s: dict(module=kernels.NWKernelRegression(), queries=r(s.Q), keys=r(s.K),
-                     values=r(s.K), mask=rmask(s.Q, s.K)),
-      bad=_NW_BAD, masks=_NW_MASK, zero="Q", out=lambda s: ((s.Q,), (s.Q, s.K)))
+entry(
+    "kernels.nadaraya_watson",
+    kernels.nadaraya_watson,
+    lambda s: dict(
+        queries=r(s.Q), keys=r(s.K), values=r(s.K, s.V), w=2.0, bandwidth=None, mask=rmask(s.Q, s.K)
+    ),
+    bad=dict(
+        _NW_BAD,
+        w=reals(extra=[0.0, -1.0, torch.tensor([1.0, 2.0]), torch.tensor(True), torch.tensor(NAN)]),
+        bandwidth=[NAN, INF, 0.0, -1.0, True, "1", torch.tensor([1.0])],
+    ),
+    nums={"w": Num(False, low=0.0, low_open=True)},
+    masks=_NW_MASK,
+    zero="QV",
+    out=lambda s: ((s.Q, s.V), (s.Q, s.K)),
+)
+entry(
+    "kernels.NWKernelRegression",
+    kernels.NWKernelRegression,
+    lambda s: dict(w=1.0),
+    bad={"w": reals(extra=[0.0, -1.0, torch.tensor([1.0, 2.0])])},
+    nums={"w": Num(False, low=0.0, low_open=True)},
+)
+entry(
+    "kernels.NWKernelRegression.forward",
+    method("forward"),
+    lambda s: dict(
+        module=kernels.NWKernelRegression(),
+        queries=r(s.Q),
+        keys=r(s.K),
+        values=r(s.K),
+        mask=rmask(s.Q, s.K),
+    ),
+    bad=_NW_BAD,
+    masks=_NW_MASK,
+    zero="Q",
+    out=lambda s: ((s.Q,), (s.Q, s.K)),
+)
 
 # --- helpers.mlp
-for _fn in (mlp.relu, mlp.relu_derivative, mlp.sigmoid, mlp.sigmoid_derivative, mlp.tanh,
-            mlp.tanh_derivative, mlp.gelu, mlp.gelu_derivative):
-    entry(f"mlp.{_fn.__name__}", _fn, lambda s: dict(x=r(s.B, s.D)),
-          bad={"x": tensor_bad("x")}, gen={"x": Gen("float")}, zero="BD",
-          out=lambda s: (s.B, s.D))
+for _fn in (
+    mlp.relu,
+    mlp.relu_derivative,
+    mlp.sigmoid,
+    mlp.sigmoid_derivative,
+    mlp.tanh,
+    mlp.tanh_derivative,
+    mlp.gelu,
+    mlp.gelu_derivative,
+):
+    entry(
+        f"mlp.{_fn.__name__}",
+        _fn,
+        lambda s: dict(x=r(s.B, s.D)),
+        bad={"x": tensor_bad("x")},
+        gen={"x": Gen("float")},
+        zero="BD",
+        out=lambda s: (s.B, s.D),
+    )
 for _key, _pair in mlp.ACTIVATIONS.items():
     for _i, _fn in enumerate(_pair):
-        entry(f"mlp.ACTIVATIONS[{_key}][{_i}]", lambda x, f=_fn: f(x),
-              lambda s: dict(x=r(s.B, s.D)), bad={"x": tensor_bad("x")},
-              gen={"x": Gen("float")}, zero="BD", out=lambda s: (s.B, s.D))
-entry("mlp.activation_module", mlp.activation_module, lambda s: dict(name="relu"),
-      bad={"name": ["ReLU", "softmax", None, 3, nn.ReLU]}, names={"name": "activation"})
-entry("mlp.MLP", mlp.MLP,
-      lambda s: dict(in_features=2, hidden_sizes=[5, 5], out_features=1, activation="relu"),
-      bad={"in_features": ints(1), "out_features": ints(1),
-           "hidden_sizes": [None, 5, "55", torch.tensor([5, 5]), [5, 0], [5, True], [5, 1.5]],
-           "activation": ["ReLU", None, 3]},
-      nums={"in_features": Num(True, minimum=1), "out_features": Num(True, minimum=1)})
-entry("mlp.MLP.forward", method("forward"),
-      lambda s: dict(module=mlp.MLP(2, [5], 3), x=r(s.B, s.T, 2)),
-      bad={"x": tensor_bad("x", PARAM_BAD) + [grow("x", -1), Bad(lambda kw: torch.tensor(1.0),
-                                                                  "0-d")]},
-      gen={"x": Gen("param", tuple(range(1, 6)))}, zero="BT", out=lambda s: (s.B, s.T, 3))
+        entry(
+            f"mlp.ACTIVATIONS[{_key}][{_i}]",
+            lambda x, f=_fn: f(x),
+            lambda s: dict(x=r(s.B, s.D)),
+            bad={"x": tensor_bad("x")},
+            gen={"x": Gen("float")},
+            zero="BD",
+            out=lambda s: (s.B, s.D),
+        )
+entry(
+    "mlp.activation_module",
+    mlp.activation_module,
+    lambda s: dict(name="relu"),
+    bad={"name": ["ReLU", "softmax", None, 3, nn.ReLU]},
+    names={"name": "activation"},
+)
+entry(
+    "mlp.MLP",
+    mlp.MLP,
+    lambda s: dict(in_features=2, hidden_sizes=[5, 5], out_features=1, activation="relu"),
+    bad={
+        "in_features": ints(1),
+        "out_features": ints(1),
+        "hidden_sizes": [None, 5, "55", torch.tensor([5, 5]), [5, 0], [5, True], [5, 1.5]],
+        "activation": ["ReLU", None, 3],
+    },
+    nums={"in_features": Num(True, minimum=1), "out_features": Num(True, minimum=1)},
+)
+entry(
+    "mlp.MLP.forward",
+    method("forward"),
+    lambda s: dict(module=mlp.MLP(2, [5], 3), x=r(s.B, s.T, 2)),
+    bad={
+        "x": tensor_bad("x", PARAM_BAD) + [grow("x", -1), Bad(lambda kw: torch.tensor(1.0), "0-d")]
+    },
+    gen={"x": Gen("param", tuple(range(1, 6)))},
+    zero="BT",
+    out=lambda s: (s.B, s.T, 3),
+)
 
 # --- helpers.transformer
 _FEAT_BAD = lambda arg, dtypes=FLOAT_BAD: tensor_bad(arg, dtypes) + [grow(arg, -1)]  # noqa: E731
-_BLOCK_CTOR = dict(d_model=ints(1) + [5], num_heads=ints(1) + [3], ffn_hidden=ints(1),
-                   dropout=PROBS, norm_first=FLAGS, activation=["ReLU", "tanh", None])
-_BLOCK_NUMS = {"d_model": Num(True, minimum=1), "num_heads": Num(True, minimum=1),
-               "ffn_hidden": Num(True, minimum=1),
-               "dropout": Num(False, low=0.0, high=1.0, high_open=True)}
-_BLOCK_KW = dict(d_model=DM, num_heads=NH, ffn_hidden=8, dropout=0.0, norm_first=False,
-                 activation="relu")
+_BLOCK_CTOR = dict(
+    d_model=ints(1) + [5],
+    num_heads=ints(1) + [3],
+    ffn_hidden=ints(1),
+    dropout=PROBS,
+    norm_first=FLAGS,
+    activation=["ReLU", "tanh", None],
+)
+_BLOCK_NUMS = {
+    "d_model": Num(True, minimum=1),
+    "num_heads": Num(True, minimum=1),
+    "ffn_hidden": Num(True, minimum=1),
+    "dropout": Num(False, low=0.0, high=1.0, high_open=True),
+}
+_BLOCK_KW = dict(
+    d_model=DM, num_heads=NH, ffn_hidden=8, dropout=0.0, norm_first=False, activation="relu"
+)
 
-entry("transformer.PositionWiseFFN", transformer.PositionWiseFFN,
-      lambda s: dict(d_model=DM, ffn_hidden=8, dropout=0.0, activation="relu"),
-      bad={"d_model": ints(1), "ffn_hidden": ints(1), "dropout": PROBS,
-           "activation": ["ReLU", "tanh", None, nn.ReLU()]},
-      nums={k: _BLOCK_NUMS[k] for k in ("d_model", "ffn_hidden", "dropout")})
-entry("transformer.PositionWiseFFN.forward", method("forward"),
-      lambda s: dict(module=transformer.PositionWiseFFN(DM, 8), x=r(s.B, s.T, DM)),
-      bad={"x": _FEAT_BAD("x", PARAM_BAD)}, gen={"x": Gen("param", tuple(range(1, 6)))},
-      zero="BT", out=lambda s: (s.B, s.T, DM))
-entry("transformer.LayerNorm", transformer.LayerNorm, lambda s: dict(d_model=DM, eps=1e-5),
-      bad={"d_model": ints(1), "eps": reals(extra=[-1e-5])},
-      nums={"d_model": Num(True, minimum=1), "eps": Num(False, low=0.0)})
-entry("transformer.LayerNorm.forward", method("forward"),
-      lambda s: dict(module=transformer.LayerNorm(DM), x=r(s.B, s.T, DM)),
-      bad={"x": _FEAT_BAD("x")}, gen={"x": Gen("float", tuple(range(1, 6)))},
-      zero="BT", out=lambda s: (s.B, s.T, DM))
-entry("transformer.batch_norm_tokens", transformer.batch_norm_tokens,
-      lambda s: dict(x=r(s.B, s.T, s.D), valid=rmask(s.B, s.T), eps=1e-5),
-      bad={"x": tensor_bad("x") + [flat("x"), add_axis("x")],
-           "valid": NOT_MASK + [as_list("valid"), grow("valid", 0), grow("valid", 1),
-                                  add_axis("valid"), flat("valid")]
-           + [cast("valid", d) for d in MASK_BAD],
-           "eps": reals(extra=[-1.0])},
-      gen={"x": Gen("float", (3,))}, nums={"eps": Num(False, low=0.0)},
-      masks={"valid": lambda shape, kw: tuple(shape) == tuple(kw["x"].shape[:2])},
-      zero="BTD", out=lambda s: (s.B, s.T, s.D))
-entry("transformer.AddNorm", transformer.AddNorm, lambda s: dict(d_model=DM, dropout=0.0, eps=1e-5),
-      bad={"d_model": ints(1), "dropout": PROBS, "eps": reals(extra=[-1.0])},
-      nums={"d_model": Num(True, minimum=1), "eps": Num(False, low=0.0),
-            "dropout": Num(False, low=0.0, high=1.0, high_open=True)})
-entry("transformer.AddNorm.forward", method("forward"),
-      lambda s: dict(module=transformer.AddNorm(DM), x=r(s.B, s.T, DM),
-                     sublayer_out=r(s.B, s.T, DM)),
-      bad={"x": _FEAT_BAD("x"),
-           "sublayer_out": tensor_bad("sublayer_out") + [grow("sublayer_out", 1),
-                                                         flat("sublayer_out")]},
-      gen={"x": Gen("float", tuple(range(1, 6))), "sublayer_out": Gen("float", (3,))},
-      zero="BT", out=lambda s: (s.B, s.T, DM))
+entry(
+    "transformer.PositionWiseFFN",
+    transformer.PositionWiseFFN,
+    lambda s: dict(d_model=DM, ffn_hidden=8, dropout=0.0, activation="relu"),
+    bad={
+        "d_model": ints(1),
+        "ffn_hidden": ints(1),
+        "dropout": PROBS,
+        "activation": ["ReLU", "tanh", None, nn.ReLU()],
+    },
+    nums={k: _BLOCK_NUMS[k] for k in ("d_model", "ffn_hidden", "dropout")},
+)
+entry(
+    "transformer.PositionWiseFFN.forward",
+    method("forward"),
+    lambda s: dict(module=transformer.PositionWiseFFN(DM, 8), x=r(s.B, s.T, DM)),
+    bad={"x": _FEAT_BAD("x", PARAM_BAD)},
+    gen={"x": Gen("param", tuple(range(1, 6)))},
+    zero="BT",
+    out=lambda s: (s.B, s.T, DM),
+)
+entry(
+    "transformer.LayerNorm",
+    transformer.LayerNorm,
+    lambda s: dict(d_model=DM, eps=1e-5),
+    bad={"d_model": ints(1), "eps": reals(extra=[-1e-5])},
+    nums={"d_model": Num(True, minimum=1), "eps": Num(False, low=0.0)},
+)
+entry(
+    "transformer.LayerNorm.forward",
+    method("forward"),
+    lambda s: dict(module=transformer.LayerNorm(DM), x=r(s.B, s.T, DM)),
+    bad={"x": _FEAT_BAD("x")},
+    gen={"x": Gen("float", tuple(range(1, 6)))},
+    zero="BT",
+    out=lambda s: (s.B, s.T, DM),
+)
+entry(
+    "transformer.batch_norm_tokens",
+    transformer.batch_norm_tokens,
+    lambda s: dict(x=r(s.B, s.T, s.D), valid=rmask(s.B, s.T), eps=1e-5),
+    bad={
+        "x": tensor_bad("x") + [flat("x"), add_axis("x")],
+        "valid": NOT_MASK
+        + [as_list("valid"), grow("valid", 0), grow("valid", 1), add_axis("valid"), flat("valid")]
+        + [cast("valid", d) for d in MASK_BAD],
+        "eps": reals(extra=[-1.0]),
+    },
+    gen={"x": Gen("float", (3,))},
+    nums={"eps": Num(False, low=0.0)},
+    masks={"valid": lambda shape, kw: tuple(shape) == tuple(kw["x"].shape[:2])},
+    zero="BTD",
+    out=lambda s: (s.B, s.T, s.D),
+)
+entry(
+    "transformer.AddNorm",
+    transformer.AddNorm,
+    lambda s: dict(d_model=DM, dropout=0.0, eps=1e-5),
+    bad={"d_model": ints(1), "dropout": PROBS, "eps": reals(extra=[-1.0])},
+    nums={
+        "d_model": Num(True, minimum=1),
+        "eps": Num(False, low=0.0),
+        "dropout": Num(False, low=0.0, high=1.0, high_open=True),
+    },
+)
+entry(
+    "transformer.AddNorm.forward",
+    method("forward"),
+    lambda s: dict(module=transformer.AddNorm(DM), x=r(s.B, s.T, DM), sublayer_out=r(s.B, s.T, DM)),
+    bad={
+        "x": _FEAT_BAD("x"),
+        "sublayer_out": tensor_bad("sublayer_out")
+        + [grow("sublayer_out", 1), flat("sublayer_out")],
+    },
+    gen={"x": Gen("float", tuple(range(1, 6))), "sublayer_out": Gen("float", (3,))},
+    zero="BT",
+    out=lambda s: (s.B, s.T, DM),
+)
 _ENC_TARGET = lambda kw: (kw["x"].shape[0], NH, kw["x"].shape[1], kw["x"].shape[1])  # noqa: E731
 _DEC_SELF = lambda kw: (kw["x"].shape[0], NH, kw["x"].shape[1], kw["x"].shape[1])  # noqa: E731
 _DEC_MEM = lambda kw: (kw["x"].shape[0], NH, kw["x"].shape[1], kw["memory"].shape[1])  # noqa: E731
 _TORCH_LAYER_BAD = lambda kind: [  # noqa: E731
-    None, "abc", nn.Linear(DM, DM), transformer.EncoderBlock(DM, NH, 8),
+    None,
+    "abc",
+    nn.Linear(DM, DM),
+    transformer.EncoderBlock(DM, NH, 8),
     Bad(lambda kw: kind(DM, NH, 8, activation=torch.tanh), "tanh"),
-    Bad(lambda kw: kind(DM, NH, 8, activation=lambda x: F.gelu(x, approximate="tanh")),
-        "lambda"),
-    Bad(lambda kw: kind(DM, NH, 8, bias=False), "no-bias")]
+    Bad(lambda kw: kind(DM, NH, 8, activation=lambda x: F.gelu(x, approximate="tanh")), "lambda"),
+    Bad(lambda kw: kind(DM, NH, 8, bias=False), "no-bias"),
+]
 
-for _cls, _torch_cls in ((transformer.EncoderBlock, nn.TransformerEncoderLayer),
-                         (transformer.DecoderBlock, nn.TransformerDecoderLayer)):
+for _cls, _torch_cls in (
+    (transformer.EncoderBlock, nn.TransformerEncoderLayer),
+    (transformer.DecoderBlock, nn.TransformerDecoderLayer),
+):
     _n = _cls.__name__
     entry(f"transformer.{_n}", _cls, lambda s: dict(_BLOCK_KW), bad=_BLOCK_CTOR, nums=_BLOCK_NUMS)
-    entry(f"transformer.{_n}.from_torch", _cls.from_torch,
-          lambda s, k=_torch_cls: dict(layer=k(DM, NH, 8, batch_first=True)),
-          bad={"layer": _TORCH_LAYER_BAD(_torch_cls)})
+    entry(
+        f"transformer.{_n}.from_torch",
+        _cls.from_torch,
+        lambda s, k=_torch_cls: dict(layer=k(DM, NH, 8, batch_first=True)),
+        bad={"layer": _TORCH_LAYER_BAD(_torch_cls)},
+    )
 
-_ENC_MASK_BAD = ["abc", 2.5, as_list("mask"), grow("mask", -1),
-                 Bad(lambda kw: rmask(1, 1, 1, 1, kw["x"].shape[1]), "5-D"),
-                 Bad(lambda kw: rmask(kw["x"].shape[0], kw["x"].shape[1]), "(B,T)")] + [
-    cast("mask", d) for d in MASK_BAD]
-entry("transformer.EncoderBlock.forward", method("forward"),
-      lambda s: dict(module=transformer.EncoderBlock(**_BLOCK_KW), x=r(s.B, s.T, DM),
-                     mask=rmask(s.B, 1, 1, s.T)),
-      bad={"x": _FEAT_BAD("x", PARAM_BAD) + [flat("x"), add_axis("x")], "mask": _ENC_MASK_BAD},
-      gen={"x": Gen("param", (3,))}, masks={"mask": fits_heads(_ENC_TARGET)},
-      zero="BT", out=lambda s: ((s.B, s.T, DM), (s.B, NH, s.T, s.T)))
+_ENC_MASK_BAD = [
+    "abc",
+    2.5,
+    as_list("mask"),
+    grow("mask", -1),
+    Bad(lambda kw: rmask(1, 1, 1, 1, kw["x"].shape[1]), "5-D"),
+    Bad(lambda kw: rmask(kw["x"].shape[0], kw["x"].shape[1]), "(B,T)"),
+] + [cast("mask", d) for d in MASK_BAD]
+entry(
+    "transformer.EncoderBlock.forward",
+    method("forward"),
+    lambda s: dict(
+        module=transformer.EncoderBlock(**_BLOCK_KW), x=r(s.B, s.T, DM), mask=rmask(s.B, 1, 1, s.T)
+    ),
+    bad={"x": _FEAT_BAD("x", PARAM_BAD) + [flat("x"), add_axis("x")], "mask": _ENC_MASK_BAD},
+    gen={"x": Gen("param", (3,))},
+    masks={"mask": fits_heads(_ENC_TARGET)},
+    zero="BT",
+    out=lambda s: ((s.B, s.T, DM), (s.B, NH, s.T, s.T)),
+)
 
 
 def _dec_mask_bad(arg: str, keys: str) -> list:
-    return ["abc", 2.5, as_list(arg), grow(arg, -1),
-            Bad(lambda kw: rmask(1, 1, 1, 1, kw[keys].shape[1]), "5-D")] + [
-        cast(arg, d) for d in MASK_BAD]
+    return [
+        "abc",
+        2.5,
+        as_list(arg),
+        grow(arg, -1),
+        Bad(lambda kw: rmask(1, 1, 1, 1, kw[keys].shape[1]), "5-D"),
+    ] + [cast(arg, d) for d in MASK_BAD]
 
 
-_DEC_KW = lambda s: dict(module=transformer.DecoderBlock(**_BLOCK_KW),  # noqa: E731
-                         x=r(s.B, s.T, DM), memory=r(s.B, s.S, DM),
-                         self_mask=masks.causal_mask(s.T), memory_mask=rmask(s.B, 1, 1, s.S))
-entry("transformer.DecoderBlock.forward", method("forward"), _DEC_KW,
-      bad={"x": _FEAT_BAD("x", PARAM_BAD) + [flat("x"), add_axis("x")],
-           "memory": _FEAT_BAD("memory", PARAM_BAD) + [flat("memory"), grow("memory", 0)],
-           "self_mask": _dec_mask_bad("self_mask", "x"),
-           "memory_mask": _dec_mask_bad("memory_mask", "memory")},
-      gen={"x": Gen("param", (3,)), "memory": Gen("param", (3,))},
-      masks={"self_mask": fits_heads(_DEC_SELF), "memory_mask": fits_heads(_DEC_MEM)},
-      zero="BTS", out=lambda s: ((s.B, s.T, DM), (s.B, NH, s.T, s.T), (s.B, NH, s.T, s.S)))
+_DEC_KW = lambda s: dict(
+    module=transformer.DecoderBlock(**_BLOCK_KW),  # noqa: E731
+    x=r(s.B, s.T, DM),
+    memory=r(s.B, s.S, DM),
+    self_mask=masks.causal_mask(s.T),
+    memory_mask=rmask(s.B, 1, 1, s.S),
+)
+entry(
+    "transformer.DecoderBlock.forward",
+    method("forward"),
+    _DEC_KW,
+    bad={
+        "x": _FEAT_BAD("x", PARAM_BAD) + [flat("x"), add_axis("x")],
+        "memory": _FEAT_BAD("memory", PARAM_BAD) + [flat("memory"), grow("memory", 0)],
+        "self_mask": _dec_mask_bad("self_mask", "x"),
+        "memory_mask": _dec_mask_bad("memory_mask", "memory"),
+    },
+    gen={"x": Gen("param", (3,)), "memory": Gen("param", (3,))},
+    masks={"self_mask": fits_heads(_DEC_SELF), "memory_mask": fits_heads(_DEC_MEM)},
+    zero="BTS",
+    out=lambda s: ((s.B, s.T, DM), (s.B, NH, s.T, s.T), (s.B, NH, s.T, s.S)),
+)
 
 # --- helpers.seq2seq
-_TOKENS_BAD = lambda arg: (NOT_TENSOR + [as_list(arg), as_array(arg)]  # noqa: E731
-                           + [cast(arg, d) for d in INT_BAD + (torch.int8,)]
-                           + [flat(arg), add_axis(arg), Bad(lambda kw: kw[arg] + VOCAB, "id>=V"),
-                              Bad(lambda kw: kw[arg] - VOCAB, "id<0"),
-                              Bad(lambda kw: torch.zeros(2, MAX_LEN + 1, dtype=torch.long),
-                                  "T>max_len")])
-_LENS_BAD = [3, [1, 2], "abc", cast("src_valid_lens", torch.float32),
-             cast("src_valid_lens", torch.bool), grow("src_valid_lens", 0),
-             add_axis("src_valid_lens"), Bad(lambda kw: kw["src_valid_lens"] * 0 - 1, "-1"),
-             Bad(lambda kw: kw["src_valid_lens"] * 0 + 99, "99")]
+_TOKENS_BAD = lambda arg: (
+    NOT_TENSOR
+    + [as_list(arg), as_array(arg)]  # noqa: E731
+    + [cast(arg, d) for d in INT_BAD + (torch.int8,)]
+    + [
+        flat(arg),
+        add_axis(arg),
+        Bad(lambda kw: kw[arg] + VOCAB, "id>=V"),
+        Bad(lambda kw: kw[arg] - VOCAB, "id<0"),
+        Bad(lambda kw: torch.zeros(2, MAX_LEN + 1, dtype=torch.long), "T>max_len"),
+    ]
+)
+_LENS_BAD = [
+    3,
+    [1, 2],
+    "abc",
+    cast("src_valid_lens", torch.float32),
+    cast("src_valid_lens", torch.bool),
+    grow("src_valid_lens", 0),
+    add_axis("src_valid_lens"),
+    Bad(lambda kw: kw["src_valid_lens"] * 0 - 1, "-1"),
+    Bad(lambda kw: kw["src_valid_lens"] * 0 + 99, "99"),
+]
 
 
 def _tokens(*shape) -> torch.Tensor:
     return torch.randint(0, VOCAB, shape)
 
 
-entry("seq2seq.Seq2SeqTransformer", seq2seq.Seq2SeqTransformer,
-      lambda s: dict(vocab_size=VOCAB, d_model=DM, num_heads=NH, ffn_hidden=8,
-                     num_encoder_layers=1, num_decoder_layers=1, max_len=MAX_LEN, dropout=0.0,
-                     norm_first=False, positional="sinusoidal"),
-      bad={"vocab_size": ints(1), "d_model": ints(1), "num_heads": ints(1) + [3],
-           "ffn_hidden": ints(1), "num_encoder_layers": ints(1), "num_decoder_layers": ints(1),
-           "max_len": ints(1), "dropout": PROBS, "norm_first": FLAGS,
-           "positional": ["rotary", None, 3]},
-      nums={k: Num(True, minimum=1) for k in ("vocab_size", "d_model", "num_heads", "ffn_hidden",
-                                               "num_encoder_layers", "num_decoder_layers",
-                                               "max_len")})
-entry("seq2seq.Seq2SeqTransformer.forward", method("forward"),
-      lambda s: dict(module=model(), src=_tokens(s.B, s.S), tgt_in=_tokens(s.B, s.T),
-                     src_valid_lens=torch.randint(0, s.S + 1, (s.B,))),
-      bad={"src": _TOKENS_BAD("src"), "tgt_in": _TOKENS_BAD("tgt_in") + [grow("tgt_in", 0)],
-           "src_valid_lens": _LENS_BAD},
-      gen={"src": Gen("long", (2,)), "tgt_in": Gen("long", (2,))},
-      zero="BTS", out=lambda s: ((s.B, s.T, VOCAB), None))
-entry("seq2seq.Seq2SeqTransformer.encode", method("encode"),
-      lambda s: dict(module=model(), src=_tokens(s.B, s.S),
-                     src_valid_lens=torch.randint(0, s.S + 1, (s.B,))),
-      bad={"src": _TOKENS_BAD("src"), "src_valid_lens": _LENS_BAD},
-      gen={"src": Gen("long", (2,))}, zero="BS",
-      out=lambda s: ((s.B, s.S, DM), (s.B, 1, 1, s.S), None))
-entry("seq2seq.Seq2SeqTransformer.decode", method("decode"),
-      lambda s: dict(module=model(), tgt_in=_tokens(s.B, s.T), memory=r(s.B, s.S, DM),
-                     src_mask=rmask(s.B, 1, 1, s.S)),
-      bad={"tgt_in": _TOKENS_BAD("tgt_in"),
-           "memory": _FEAT_BAD("memory", PARAM_BAD) + [flat("memory"), grow("memory", 0)],
-           "src_mask": _dec_mask_bad("src_mask", "memory")},
-      gen={"tgt_in": Gen("long", (2,)), "memory": Gen("param", (3,))},
-      masks={"src_mask": fits_heads(lambda kw: (kw["tgt_in"].shape[0], NH, kw["tgt_in"].shape[1],
-                                                kw["memory"].shape[1]))},
-      zero="BTS", out=lambda s: ((s.B, s.T, VOCAB), None, None))
-entry("seq2seq.greedy_decode", seq2seq.greedy_decode,
-      lambda s: dict(model=model(), src=_tokens(s.B, s.S), max_len=3, bos=1, eos=2,
-                     src_valid_lens=torch.randint(0, s.S + 1, (s.B,)), pad=0,
-                     return_attention=False),
-      bad={"model": [None, "abc", nn.Linear(2, 2), mha()], "src": _TOKENS_BAD("src"),
-           "max_len": ints(1) + [MAX_LEN + 1], "bos": ints() + [VOCAB],
-           "eos": ints(optional=True) + [VOCAB], "pad": ints() + [VOCAB],
-           "src_valid_lens": _LENS_BAD, "return_attention": FLAGS},
-      gen={"src": Gen("long", (2,))},
-      nums={"max_len": Num(True, minimum=1), "bos": Num(True, minimum=0),
-            "pad": Num(True, minimum=0)},
-      zero="BS")
+entry(
+    "seq2seq.Seq2SeqTransformer",
+    seq2seq.Seq2SeqTransformer,
+    lambda s: dict(
+        vocab_size=VOCAB,
+        d_model=DM,
+        num_heads=NH,
+        ffn_hidden=8,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        max_len=MAX_LEN,
+        dropout=0.0,
+        norm_first=False,
+        positional="sinusoidal",
+    ),
+    bad={
+        "vocab_size": ints(1),
+        "d_model": ints(1),
+        "num_heads": ints(1) + [3],
+        "ffn_hidden": ints(1),
+        "num_encoder_layers": ints(1),
+        "num_decoder_layers": ints(1),
+        "max_len": ints(1),
+        "dropout": PROBS,
+        "norm_first": FLAGS,
+        "positional": ["rotary", None, 3],
+    },
+    nums={
+        k: Num(True, minimum=1)
+        for k in (
+            "vocab_size",
+            "d_model",
+            "num_heads",
+            "ffn_hidden",
+            "num_encoder_layers",
+            "num_decoder_layers",
+            "max_len",
+        )
+    },
+)
+entry(
+    "seq2seq.Seq2SeqTransformer.forward",
+    method("forward"),
+    lambda s: dict(
+        module=model(),
+        src=_tokens(s.B, s.S),
+        tgt_in=_tokens(s.B, s.T),
+        src_valid_lens=torch.randint(0, s.S + 1, (s.B,)),
+    ),
+    bad={
+        "src": _TOKENS_BAD("src"),
+        "tgt_in": _TOKENS_BAD("tgt_in") + [grow("tgt_in", 0)],
+        "src_valid_lens": _LENS_BAD,
+    },
+    gen={"src": Gen("long", (2,)), "tgt_in": Gen("long", (2,))},
+    zero="BTS",
+    out=lambda s: ((s.B, s.T, VOCAB), None),
+)
+entry(
+    "seq2seq.Seq2SeqTransformer.encode",
+    method("encode"),
+    lambda s: dict(
+        module=model(), src=_tokens(s.B, s.S), src_valid_lens=torch.randint(0, s.S + 1, (s.B,))
+    ),
+    bad={"src": _TOKENS_BAD("src"), "src_valid_lens": _LENS_BAD},
+    gen={"src": Gen("long", (2,))},
+    zero="BS",
+    out=lambda s: ((s.B, s.S, DM), (s.B, 1, 1, s.S), None),
+)
+entry(
+    "seq2seq.Seq2SeqTransformer.decode",
+    method("decode"),
+    lambda s: dict(
+        module=model(),
+        tgt_in=_tokens(s.B, s.T),
+        memory=r(s.B, s.S, DM),
+        src_mask=rmask(s.B, 1, 1, s.S),
+    ),
+    bad={
+        "tgt_in": _TOKENS_BAD("tgt_in"),
+        "memory": _FEAT_BAD("memory", PARAM_BAD) + [flat("memory"), grow("memory", 0)],
+        "src_mask": _dec_mask_bad("src_mask", "memory"),
+    },
+    gen={"tgt_in": Gen("long", (2,)), "memory": Gen("param", (3,))},
+    masks={
+        "src_mask": fits_heads(
+            lambda kw: (kw["tgt_in"].shape[0], NH, kw["tgt_in"].shape[1], kw["memory"].shape[1])
+        )
+    },
+    zero="BTS",
+    out=lambda s: ((s.B, s.T, VOCAB), None, None),
+)
+entry(
+    "seq2seq.greedy_decode",
+    seq2seq.greedy_decode,
+    lambda s: dict(
+        model=model(),
+        src=_tokens(s.B, s.S),
+        max_len=3,
+        bos=1,
+        eos=2,
+        src_valid_lens=torch.randint(0, s.S + 1, (s.B,)),
+        pad=0,
+        return_attention=False,
+    ),
+    bad={
+        "model": [None, "abc", nn.Linear(2, 2), mha()],
+        "src": _TOKENS_BAD("src"),
+        "max_len": ints(1) + [MAX_LEN + 1],
+        "bos": ints() + [VOCAB],
+        "eos": ints(optional=True) + [VOCAB],
+        "pad": ints() + [VOCAB],
+        "src_valid_lens": _LENS_BAD,
+        "return_attention": FLAGS,
+    },
+    gen={"src": Gen("long", (2,))},
+    nums={
+        "max_len": Num(True, minimum=1),
+        "bos": Num(True, minimum=0),
+        "pad": Num(True, minimum=0),
+    },
+    zero="BS",
+)
 
 # --- helpers.efficient
-entry("efficient.OnlineSoftmaxState", efficient.OnlineSoftmaxState,
-      lambda s: dict(max=r(s.B, s.Q, 1), sum=r(s.B, s.Q, 1).abs()),
-      bad={"max": tensor_bad("max") + [grow("max", -1)],
-           "sum": tensor_bad("sum") + [grow("sum", 0), flat("sum")]},
-      gen={"max": Gen("float", tuple(range(1, 6)))}, zero="BQ")
-entry("efficient.OnlineSoftmaxState.empty", efficient.OnlineSoftmaxState.empty,
-      lambda s: dict(shape=(s.B, s.Q, 1), dtype=torch.float32, device=None),
-      bad={"shape": [None, 3, "abc", (2, 3), (2, -1, 1), (2, True), (2.0, 1), ()],
-           "dtype": [torch.int64, torch.bool, "float32", None],
-           "device": ["nowhere", 3.5, ["cpu"]]}, zero="BQ")
-entry("efficient.online_softmax_update", efficient.online_softmax_update,
-      lambda s: dict(state=efficient.OnlineSoftmaxState.empty((s.B, s.Q, 1)),
-                     block=r(s.B, s.Q, s.K)),
-      bad={"state": [None, "abc", (1.0, 2.0), Bad(lambda kw: efficient.OnlineSoftmaxState.empty(
-          (3, 3, 1)), "other-shape")],
-           "block": tensor_bad("block") + [grow("block", 0), flat("block")]},
-      gen={"block": Gen("float", (3,))}, zero="BQK")
-entry("efficient.online_softmax", efficient.online_softmax,
-      lambda s: dict(scores=r(s.B, s.Q, s.K), dim=-1, block_size=2),
-      bad={"scores": tensor_bad("scores") + [Bad(lambda kw: torch.tensor(1.0), "0-d")],
-           "dim": [3, -4, 1.5, True, "x", None], "block_size": ints(1)},
-      gen={"scores": Gen("float", tuple(range(1, 6)))},
-      nums={"block_size": Num(True, minimum=1)}, zero="BQK", out=lambda s: (s.B, s.Q, s.K))
+entry(
+    "efficient.OnlineSoftmaxState",
+    efficient.OnlineSoftmaxState,
+    lambda s: dict(max=r(s.B, s.Q, 1), sum=r(s.B, s.Q, 1).abs()),
+    bad={
+        "max": tensor_bad("max") + [grow("max", -1)],
+        "sum": tensor_bad("sum") + [grow("sum", 0), flat("sum")],
+    },
+    gen={"max": Gen("float", tuple(range(1, 6)))},
+    zero="BQ",
+)
+entry(
+    "efficient.OnlineSoftmaxState.empty",
+    efficient.OnlineSoftmaxState.empty,
+    lambda s: dict(shape=(s.B, s.Q, 1), dtype=torch.float32, device=None),
+    bad={
+        "shape": [None, 3, "abc", (2, 3), (2, -1, 1), (2, True), (2.0, 1), ()],
+        "dtype": [torch.int64, torch.bool, "float32", None],
+        "device": ["nowhere", 3.5, ["cpu"]],
+    },
+    zero="BQ",
+)
+entry(
+    "efficient.online_softmax_update",
+    efficient.online_softmax_update,
+    lambda s: dict(state=efficient.OnlineSoftmaxState.empty((s.B, s.Q, 1)), block=r(s.B, s.Q, s.K)),
+    bad={
+        "state": [
+            None,
+            "abc",
+            (1.0, 2.0),
+            Bad(lambda kw: efficient.OnlineSoftmaxState.empty((3, 3, 1)), "other-shape"),
+        ],
+        "block": tensor_bad("block") + [grow("block", 0), flat("block")],
+    },
+    gen={"block": Gen("float", (3,))},
+    zero="BQK",
+)
+entry(
+    "efficient.online_softmax",
+    efficient.online_softmax,
+    lambda s: dict(scores=r(s.B, s.Q, s.K), dim=-1, block_size=2),
+    bad={
+        "scores": tensor_bad("scores") + [Bad(lambda kw: torch.tensor(1.0), "0-d")],
+        "dim": [3, -4, 1.5, True, "x", None],
+        "block_size": ints(1),
+    },
+    gen={"scores": Gen("float", tuple(range(1, 6)))},
+    nums={"block_size": Num(True, minimum=1)},
+    zero="BQK",
+    out=lambda s: (s.B, s.Q, s.K),
+)
 _EFF_KW = lambda s: dict(_qkv(s), is_causal=False, scale=None)  # noqa: E731
-entry("efficient.naive_attention", efficient.naive_attention, _EFF_KW,
-      bad=dict(_qkv_bad(), mask=_MASK_BAD, is_causal=FLAGS, scale=reals(optional=True)),
-      gen=_QKV_GEN, nums={"scale": Num(False)}, masks={"mask": fits(_QK)},
-      zero="BHQKDV", out=lambda s: (s.B, s.H, s.Q, s.V))
-entry("efficient.tiled_attention", efficient.tiled_attention,
-      lambda s: dict(_EFF_KW(s), block_size=2, query_block_size=2),
-      bad=dict(_qkv_bad(), mask=_MASK_BAD, is_causal=FLAGS, scale=reals(optional=True),
-               block_size=ints(1), query_block_size=ints(1, optional=True)),
-      gen=_QKV_GEN, nums={"scale": Num(False), "block_size": Num(True, minimum=1),
-                          "query_block_size": Num(True, minimum=1)},
-      masks={"mask": fits(_QK)}, zero="BHQKDV", out=lambda s: (s.B, s.H, s.Q, s.V))
-entry("efficient.elu_feature_map", efficient.elu_feature_map, lambda s: dict(x=r(s.B, s.D)),
-      bad={"x": tensor_bad("x")}, gen={"x": Gen("float")}, zero="BD", out=lambda s: (s.B, s.D))
-entry("efficient.linear_attention", efficient.linear_attention,
-      lambda s: dict(q=r(s.B, s.T, s.D), k=r(s.B, s.T, s.D), v=r(s.B, s.T, s.V),
-                     feature_map=efficient.elu_feature_map, causal=True),
-      bad=dict(_qkv_bad(), feature_map=[None, "elu", 3, lambda x: x, lambda x: x.sum(),
-                                        lambda x: x.double().exp(), lambda x: x.tolist()],
-               causal=FLAGS),
-      names={"feature_map": "feature_map"}, gen=_QKV_GEN, zero="BTDV",
-      out=lambda s: (s.B, s.T, s.V))
+entry(
+    "efficient.naive_attention",
+    efficient.naive_attention,
+    _EFF_KW,
+    bad=dict(_qkv_bad(), mask=_MASK_BAD, is_causal=FLAGS, scale=reals(optional=True)),
+    gen=_QKV_GEN,
+    nums={"scale": Num(False)},
+    masks={"mask": fits(_QK)},
+    zero="BHQKDV",
+    out=lambda s: (s.B, s.H, s.Q, s.V),
+)
+entry(
+    "efficient.tiled_attention",
+    efficient.tiled_attention,
+    lambda s: dict(_EFF_KW(s), block_size=2, query_block_size=2),
+    bad=dict(
+        _qkv_bad(),
+        mask=_MASK_BAD,
+        is_causal=FLAGS,
+        scale=reals(optional=True),
+        block_size=ints(1),
+        query_block_size=ints(1, optional=True),
+    ),
+    gen=_QKV_GEN,
+    nums={
+        "scale": Num(False),
+        "block_size": Num(True, minimum=1),
+        "query_block_size": Num(True, minimum=1),
+    },
+    masks={"mask": fits(_QK)},
+    zero="BHQKDV",
+    out=lambda s: (s.B, s.H, s.Q, s.V),
+)
+entry(
+    "efficient.elu_feature_map",
+    efficient.elu_feature_map,
+    lambda s: dict(x=r(s.B, s.D)),
+    bad={"x": tensor_bad("x")},
+    gen={"x": Gen("float")},
+    zero="BD",
+    out=lambda s: (s.B, s.D),
+)
+entry(
+    "efficient.taylor_feature_map",
+    efficient.taylor_feature_map,
+    lambda s: dict(x=r(s.B, s.D)),
+    bad={"x": tensor_bad("x")},
+    gen={"x": Gen("float")},
+    zero="BD",
+    out=lambda s: (s.B, 1 + s.D + s.D**2),
+)
+entry(
+    "efficient.linear_attention",
+    efficient.linear_attention,
+    lambda s: dict(
+        q=r(s.B, s.T, s.D),
+        k=r(s.B, s.T, s.D),
+        v=r(s.B, s.T, s.V),
+        feature_map=efficient.elu_feature_map,
+        causal=True,
+    ),
+    bad=dict(
+        _qkv_bad(),
+        feature_map=[
+            None,
+            "elu",
+            3,
+            lambda x: x,
+            lambda x: x.sum(),
+            lambda x: x.double().exp(),
+            lambda x: x.tolist(),
+        ],
+        causal=FLAGS,
+    ),
+    names={"feature_map": "feature_map"},
+    gen=_QKV_GEN,
+    zero="BTDV",
+    out=lambda s: (s.B, s.T, s.V),
+)
 
 # --- helpers.kvcache
 _DH = DM // NH
@@ -912,101 +1674,248 @@ def _cache(s: Sizes) -> kvcache.KVCache:
     return cache
 
 
-entry("kvcache.KVCache", kvcache.KVCache, lambda s: dict(capacity=4),
-      bad={"capacity": ints(1, optional=True)}, nums={"capacity": Num(True, minimum=1)})
-entry("kvcache.KVCache.append", method("append"),
-      lambda s: dict(module=_cache(s), keys=r(s.B, NH, s.T, _DH), values=r(s.B, NH, s.T, _DH)),
-      bad={"keys": tensor_bad("keys") + [grow("keys", 0), grow("keys", 1), grow("keys", -1),
-                                         cast("keys", torch.float64), flat("keys")],
-           "values": tensor_bad("values") + [grow("values", 0), grow("values", 2),
-                                             grow("values", -1), cast("values", torch.float64)]},
-      gen={"keys": Gen("float", (4,)), "values": Gen("float", (4,))},
-      zero="T", out=lambda s: ((s.B, NH, s.T + 1, _DH), (s.B, NH, s.T + 1, _DH)))
-entry("kvcache.decode_step", kvcache.decode_step,
-      lambda s: dict(mha=mha(), x_t=r(s.B, 1, DM), cache=None),
-      bad={"mha": [None, nn.MultiheadAttention(DM, NH), "abc"],
-           "x_t": tensor_bad("x_t", PARAM_BAD) + [grow("x_t", 1), grow("x_t", -1), flat("x_t")],
-           "cache": ["abc", {}, Bad(lambda kw: _cache(Sizes(B=kw["x_t"].shape[0] + 1)),
-                                    "other-batch")]},
-      gen={"x_t": Gen("param", (3,))}, zero="B", out=lambda s: ((s.B, 1, DM), None))
+entry(
+    "kvcache.KVCache",
+    kvcache.KVCache,
+    lambda s: dict(capacity=4),
+    bad={"capacity": ints(1, optional=True)},
+    nums={"capacity": Num(True, minimum=1)},
+)
+entry(
+    "kvcache.KVCache.append",
+    method("append"),
+    lambda s: dict(module=_cache(s), keys=r(s.B, NH, s.T, _DH), values=r(s.B, NH, s.T, _DH)),
+    bad={
+        "keys": tensor_bad("keys")
+        + [
+            grow("keys", 0),
+            grow("keys", 1),
+            grow("keys", -1),
+            cast("keys", torch.float64),
+            flat("keys"),
+        ],
+        "values": tensor_bad("values")
+        + [grow("values", 0), grow("values", 2), grow("values", -1), cast("values", torch.float64)],
+    },
+    gen={"keys": Gen("float", (4,)), "values": Gen("float", (4,))},
+    zero="T",
+    out=lambda s: ((s.B, NH, s.T + 1, _DH), (s.B, NH, s.T + 1, _DH)),
+)
+entry(
+    "kvcache.decode_step",
+    kvcache.decode_step,
+    lambda s: dict(mha=mha(), x_t=r(s.B, 1, DM), cache=None),
+    bad={
+        "mha": [None, nn.MultiheadAttention(DM, NH), "abc"],
+        "x_t": tensor_bad("x_t", PARAM_BAD) + [grow("x_t", 1), grow("x_t", -1), flat("x_t")],
+        "cache": [
+            "abc",
+            {},
+            Bad(lambda kw: _cache(Sizes(B=kw["x_t"].shape[0] + 1)), "other-batch"),
+        ],
+    },
+    gen={"x_t": Gen("param", (3,))},
+    zero="B",
+    out=lambda s: ((s.B, 1, DM), None),
+)
 for _fn in (kvcache.decode_with_cache, kvcache.decode_without_cache):
-    entry(f"kvcache.{_fn.__name__}", _fn, lambda s: dict(mha=mha(), x=r(s.B, s.T, DM)),
-          bad={"mha": [None, nn.MultiheadAttention(DM, NH)],
-               "x": tensor_bad("x", PARAM_BAD) + [grow("x", -1), flat("x"), add_axis("x")]},
-          gen={"x": Gen("param", (3,))}, zero="BT", out=lambda s: (s.B, s.T, DM))
+    entry(
+        f"kvcache.{_fn.__name__}",
+        _fn,
+        lambda s: dict(mha=mha(), x=r(s.B, s.T, DM)),
+        bad={
+            "mha": [None, nn.MultiheadAttention(DM, NH)],
+            "x": tensor_bad("x", PARAM_BAD) + [grow("x", -1), flat("x"), add_axis("x")],
+        },
+        gen={"x": Gen("param", (3,))},
+        zero="BT",
+        out=lambda s: (s.B, s.T, DM),
+    )
 
 # --- helpers.hopfield
-_PM1_BAD = lambda arg: (  # noqa: E731
-    NOT_TENSOR + [as_list(arg), as_array(arg), cast(arg, torch.bool),
-                  Bad(lambda kw: kw[arg] * 0.5, "±0.5"),
-                  Bad(lambda kw: kw[arg][..., :0], "empty")])
-entry("hopfield.hebbian_weights", hopfield.hebbian_weights, lambda s: dict(patterns=pm1(s.P, s.N)),
-      bad={"patterns": _PM1_BAD("patterns") + [flat("patterns"), add_axis("patterns")]},
-      gen={"patterns": Gen("pm1", (2,))})
-entry("hopfield.energy", hopfield.energy,
-      lambda s: dict(weights=hopfield.hebbian_weights(pm1(2, s.N)), state=pm1(s.B, s.N)),
-      bad={"weights": tensor_bad("weights") + [grow("weights", 0), flat("weights")],
-           "state": NOT_TENSOR + [as_list("state"), cast("state", torch.bool),
-                                  cast("state", torch.complex64), grow("state", -1)]},
-      gen={"weights": Gen("float", (2,))}, zero="B", out=lambda s: (s.B,))
-entry("hopfield.recall", hopfield.recall,
-      lambda s: dict(weights=hopfield.hebbian_weights(pm1(2, s.N)), state=pm1(s.B, s.N), steps=2,
-                     mode="async", generator=torch.Generator().manual_seed(0)),
-      bad={"weights": tensor_bad("weights") + [grow("weights", 0), grow("weights", 1)],
-           "state": _PM1_BAD("state") + [grow("state", -1)], "steps": ints(),
-           "mode": ["ASYNC", None, 1, ["sync"]], "generator": [0, "abc"]},
-      gen={"weights": Gen("float", (2,)), "state": Gen("pm1")},
-      nums={"steps": Num(True, minimum=0)})
-_MODERN_BAD = {"patterns": tensor_bad("patterns") + [grow("patterns", 0), flat("patterns"),
-                                                     add_axis("patterns")],
-               "xi": tensor_bad("xi") + [grow("xi", -1), cast("xi", torch.float64)],
-               "beta": reals(extra=[0.0, -1.0])}
+_PM1_BAD = (
+    lambda arg: (  # noqa: E731
+        NOT_TENSOR
+        + [
+            as_list(arg),
+            as_array(arg),
+            cast(arg, torch.bool),
+            Bad(lambda kw: kw[arg] * 0.5, "±0.5"),
+            Bad(lambda kw: kw[arg][..., :0], "empty"),
+        ]
+    )
+)
+entry(
+    "hopfield.hebbian_weights",
+    hopfield.hebbian_weights,
+    lambda s: dict(patterns=pm1(s.P, s.N)),
+    bad={"patterns": _PM1_BAD("patterns") + [flat("patterns"), add_axis("patterns")]},
+    gen={"patterns": Gen("pm1", (2,))},
+)
+entry(
+    "hopfield.projection_weights",
+    hopfield.projection_weights,
+    lambda s: dict(patterns=pm1(s.P, s.N)),
+    bad={"patterns": _PM1_BAD("patterns") + [flat("patterns"), add_axis("patterns")]},
+    gen={"patterns": Gen("pm1", (2,))},
+)
+entry(
+    "hopfield.energy",
+    hopfield.energy,
+    lambda s: dict(weights=hopfield.hebbian_weights(pm1(2, s.N)), state=pm1(s.B, s.N)),
+    bad={
+        "weights": tensor_bad("weights") + [grow("weights", 0), flat("weights")],
+        "state": NOT_TENSOR
+        + [
+            as_list("state"),
+            cast("state", torch.bool),
+            cast("state", torch.complex64),
+            grow("state", -1),
+        ],
+    },
+    gen={"weights": Gen("float", (2,))},
+    zero="B",
+    out=lambda s: (s.B,),
+)
+entry(
+    "hopfield.recall",
+    hopfield.recall,
+    lambda s: dict(
+        weights=hopfield.hebbian_weights(pm1(2, s.N)),
+        state=pm1(s.B, s.N),
+        steps=2,
+        mode="async",
+        generator=torch.Generator().manual_seed(0),
+    ),
+    bad={
+        "weights": tensor_bad("weights") + [grow("weights", 0), grow("weights", 1)],
+        "state": _PM1_BAD("state") + [grow("state", -1)],
+        "steps": ints(),
+        "mode": ["ASYNC", None, 1, ["sync"]],
+        "generator": [0, "abc"],
+    },
+    gen={"weights": Gen("float", (2,)), "state": Gen("pm1")},
+    nums={"steps": Num(True, minimum=0)},
+)
+_MODERN_BAD = {
+    "patterns": tensor_bad("patterns")
+    + [grow("patterns", 0), flat("patterns"), add_axis("patterns")],
+    "xi": tensor_bad("xi") + [grow("xi", -1), cast("xi", torch.float64)],
+    "beta": reals(extra=[0.0, -1.0]),
+}
 _MODERN_GEN = {"patterns": Gen("float", (2,)), "xi": Gen("float", tuple(range(1, 6)))}
-for _fn, _out in ((hopfield.modern_hopfield_update, lambda s: (s.B, s.N)),
-                  (hopfield.hopfield_weights, lambda s: (s.B, s.P)),
-                  (hopfield.modern_energy, lambda s: (s.B,))):
-    entry(f"hopfield.{_fn.__name__}", _fn,
-          lambda s: dict(patterns=r(s.N, s.P), xi=r(s.B, s.N), beta=2.0), bad=_MODERN_BAD,
-          gen=_MODERN_GEN, nums={"beta": Num(False, low=0.0, low_open=True)}, zero="BNP",
-          out=_out, finite=lambda s: s.P > 0)  # no pattern: energy -log(0)/β = +inf
-entry("hopfield.retrieve", hopfield.retrieve,
-      lambda s: dict(patterns=r(s.N, s.P), xi=r(s.B, s.N), beta=2.0, steps=2),
-      bad=dict(_MODERN_BAD, steps=ints()), gen=_MODERN_GEN,
-      nums={"beta": Num(False, low=0.0, low_open=True), "steps": Num(True, minimum=0)},
-      zero="BNP", out=lambda s: (s.B, s.N))
+for _fn, _out in (
+    (hopfield.modern_hopfield_update, lambda s: (s.B, s.N)),
+    (hopfield.hopfield_weights, lambda s: (s.B, s.P)),
+    (hopfield.modern_energy, lambda s: (s.B,)),
+):
+    entry(
+        f"hopfield.{_fn.__name__}",
+        _fn,
+        lambda s: dict(patterns=r(s.N, s.P), xi=r(s.B, s.N), beta=2.0),
+        bad=_MODERN_BAD,
+        gen=_MODERN_GEN,
+        nums={"beta": Num(False, low=0.0, low_open=True)},
+        zero="BNP",
+        out=_out,
+        finite=lambda s: s.P > 0,
+    )  # no pattern: energy -log(0)/β = +inf
+entry(
+    "hopfield.retrieve",
+    hopfield.retrieve,
+    lambda s: dict(patterns=r(s.N, s.P), xi=r(s.B, s.N), beta=2.0, steps=2),
+    bad=dict(_MODERN_BAD, steps=ints()),
+    gen=_MODERN_GEN,
+    nums={"beta": Num(False, low=0.0, low_open=True), "steps": Num(True, minimum=0)},
+    zero="BNP",
+    out=lambda s: (s.B, s.N),
+)
 
 # --- helpers.measure (the bad inputs are refused before anything is timed or profiled)
 _LENGTHS_BAD = [None, 5, "abc", [0], [True], [1.5], torch.tensor([4]), {4: 4}]
-entry("measure.time_call", measure.time_call, lambda s: dict(fn=lambda: None, repeats=1, warmup=0),
-      bad={"fn": [None, 3, "f"], "repeats": ints(1), "warmup": ints()},
-      nums={"repeats": Num(True, minimum=1), "warmup": Num(True, minimum=0)})
-entry("measure.loglog_slope", measure.loglog_slope,
-      lambda s: dict(sizes=[1.0, 2.0, 4.0], times=[1.0, 4.0, 16.0]),
-      bad={"sizes": [None, "abc", [1.0], [1.0, 2.0], [[1.0, 2.0, 4.0]], [0.0, 2.0, 4.0],
-                     [-1.0, 2.0, 4.0], [NAN, 2.0, 4.0], [INF, 2.0, 4.0], [{}, 1, 2]],
-           "times": [None, [1.0, 2.0], [0.0, 1.0, 2.0], [NAN, 1.0, 2.0], [1.0, -INF, 2.0]]},
-      names={"sizes": "sizes", "times": "times"})
-entry("measure.peak_memory_bytes", measure.peak_memory_bytes,
-      lambda s: dict(fn=lambda: torch.zeros(4)), bad={"fn": [None, 3, "f"]})
-entry("measure.memory_comparison", measure.memory_comparison,
-      lambda s: dict(lengths=[4], d_head=2, block_size=2, seed=0),
-      bad={"lengths": _LENGTHS_BAD, "d_head": ints(1), "block_size": ints(1), "seed": ints()},
-      names={"lengths": "lengths"})
-entry("measure.time_decoding", measure.time_decoding,
-      lambda s: dict(mha=mha(), lengths=[2], batch=1, repeats=1, seed=0),
-      bad={"mha": [None, nn.MultiheadAttention(DM, NH)], "lengths": _LENGTHS_BAD,
-           "batch": ints(1), "repeats": ints(1), "seed": ints()}, names={"lengths": "lengths"})
-entry("measure.attention_flops", measure.attention_flops,
-      lambda s: dict(batch=2, num_queries=3, num_keys=4, d_model=4, num_heads=2, head_dim=None),
-      bad={"batch": ints(1), "num_queries": ints(1), "num_keys": ints(1), "d_model": ints(1),
-           "num_heads": ints(1) + [3], "head_dim": ints(1, optional=True)},
-      nums={k: Num(True, minimum=1) for k in ("batch", "num_queries", "num_keys", "d_model",
-                                               "num_heads")})
-entry("measure.attention_entropy", measure.attention_entropy,
-      lambda s: dict(weights=torch.softmax(r(s.B, s.Q, s.K), -1), dim=-1),
-      bad={"weights": tensor_bad("weights") + [Bad(lambda kw: torch.tensor(1.0), "0-d")],
-           "dim": [3, -4, 1.5, True, None]},
-      gen={"weights": Gen("float", tuple(range(1, 6)))}, zero="BQK", out=lambda s: (s.B, s.Q))
+entry(
+    "measure.time_call",
+    measure.time_call,
+    lambda s: dict(fn=lambda: None, repeats=1, warmup=0),
+    bad={"fn": [None, 3, "f"], "repeats": ints(1), "warmup": ints()},
+    nums={"repeats": Num(True, minimum=1), "warmup": Num(True, minimum=0)},
+)
+entry(
+    "measure.loglog_slope",
+    measure.loglog_slope,
+    lambda s: dict(sizes=[1.0, 2.0, 4.0], times=[1.0, 4.0, 16.0]),
+    bad={
+        "sizes": [
+            None,
+            "abc",
+            [1.0],
+            [1.0, 2.0],
+            [[1.0, 2.0, 4.0]],
+            [0.0, 2.0, 4.0],
+            [-1.0, 2.0, 4.0],
+            [NAN, 2.0, 4.0],
+            [INF, 2.0, 4.0],
+            [{}, 1, 2],
+        ],
+        "times": [None, [1.0, 2.0], [0.0, 1.0, 2.0], [NAN, 1.0, 2.0], [1.0, -INF, 2.0]],
+    },
+    names={"sizes": "sizes", "times": "times"},
+)
+entry(
+    "measure.peak_memory_bytes",
+    measure.peak_memory_bytes,
+    lambda s: dict(fn=lambda: torch.zeros(4)),
+    bad={"fn": [None, 3, "f"]},
+)
+entry(
+    "measure.memory_comparison",
+    measure.memory_comparison,
+    lambda s: dict(lengths=[4], d_head=2, block_size=2, seed=0),
+    bad={"lengths": _LENGTHS_BAD, "d_head": ints(1), "block_size": ints(1), "seed": ints()},
+    names={"lengths": "lengths"},
+)
+entry(
+    "measure.time_decoding",
+    measure.time_decoding,
+    lambda s: dict(mha=mha(), lengths=[2], batch=1, repeats=1, seed=0),
+    bad={
+        "mha": [None, nn.MultiheadAttention(DM, NH)],
+        "lengths": _LENGTHS_BAD,
+        "batch": ints(1),
+        "repeats": ints(1),
+        "seed": ints(),
+    },
+    names={"lengths": "lengths"},
+)
+entry(
+    "measure.attention_flops",
+    measure.attention_flops,
+    lambda s: dict(batch=2, num_queries=3, num_keys=4, d_model=4, num_heads=2, head_dim=None),
+    bad={
+        "batch": ints(1),
+        "num_queries": ints(1),
+        "num_keys": ints(1),
+        "d_model": ints(1),
+        "num_heads": ints(1) + [3],
+        "head_dim": ints(1, optional=True),
+    },
+    nums={
+        k: Num(True, minimum=1)
+        for k in ("batch", "num_queries", "num_keys", "d_model", "num_heads")
+    },
+)
+entry(
+    "measure.attention_entropy",
+    measure.attention_entropy,
+    lambda s: dict(weights=torch.softmax(r(s.B, s.Q, s.K), -1), dim=-1),
+    bad={
+        "weights": tensor_bad("weights") + [Bad(lambda kw: torch.tensor(1.0), "0-d")],
+        "dim": [3, -4, 1.5, True, None],
+    },
+    gen={"weights": Gen("float", tuple(range(1, 6)))},
+    zero="BQK",
+    out=lambda s: (s.B, s.Q),
+)
 
 BY_TARGET = {e.target: e for e in REGISTRY}
 assert len(BY_TARGET) == len(REGISTRY), "two entries with one target"
@@ -1032,11 +1941,13 @@ def refused(e: Entry, kw: dict, arg: str, what: str, also: tuple[str, ...] = ())
         message = str(error)
         assert any(names(message, word) for word in words), (
             f"{e.target}: {arg}={what} raised {type(error).__name__} without naming "
-            f"{' or '.join(map(repr, words))}: {message}")
+            f"{' or '.join(map(repr, words))}: {message}"
+        )
         return message
-    except Exception as error:  # noqa: BLE001: anything else comes from deep inside
-        pytest.fail(f"{e.target}: {arg}={what} failed deep inside with "
-                    f"{type(error).__name__}: {error}")
+    except Exception as error:  # noqa: BLE001 (anything else comes from deep inside)
+        pytest.fail(
+            f"{e.target}: {arg}={what} failed deep inside with {type(error).__name__}: {error}"
+        )
     pytest.fail(f"{e.target}: {arg}={what} was accepted silently, returning {shape_of(result)}")
 
 
@@ -1075,8 +1986,12 @@ def flatten(result) -> list[torch.Tensor]:
     return []
 
 
-PROBES = [(e.target, arg, i) for e in REGISTRY for arg, values in e.bad.items()
-          for i in range(len(values))]
+PROBES = [
+    (e.target, arg, i)
+    for e in REGISTRY
+    for arg, values in e.bad.items()
+    for i in range(len(values))
+]
 
 
 def probe_id(probe) -> str:
@@ -1086,10 +2001,27 @@ def probe_id(probe) -> str:
 
 # ---------------------------------------------------------------- the registry is complete
 def test_the_library_is_what_the_readme_says():
-    assert LIBRARY == sorted(f"helpers.{m}" for m in (
-        "checks", "seeding", "masks", "attention", "scoring", "multihead", "selfattention",
-        "positional", "kernels", "mlp", "transformer", "seq2seq", "efficient", "kvcache",
-        "hopfield", "measure"))
+    assert LIBRARY == sorted(
+        f"helpers.{m}"
+        for m in (
+            "checks",
+            "seeding",
+            "masks",
+            "attention",
+            "scoring",
+            "multihead",
+            "selfattention",
+            "positional",
+            "kernels",
+            "mlp",
+            "transformer",
+            "seq2seq",
+            "efficient",
+            "kvcache",
+            "hopfield",
+            "measure",
+        )
+    )
 
 
 @pytest.mark.parametrize("module", LIBRARY)
@@ -1109,8 +2041,11 @@ def test_every_public_method_has_an_entry():
             cls = getattr(mod, name)
             if not isinstance(cls, type):
                 continue
-            own = [m for m in vars(cls) if not m.startswith("_") and callable(getattr(cls, m))
-                   and m not in ("extra_repr",)]
+            own = [
+                m
+                for m in vars(cls)
+                if not m.startswith("_") and callable(getattr(cls, m)) and m not in ("extra_repr",)
+            ]
             if issubclass(cls, nn.Module) and cls.forward is not nn.Module.forward:
                 own.append("forward")
             for meth in set(own):
@@ -1123,8 +2058,11 @@ def test_every_public_method_has_an_entry():
 def test_the_valid_call_works(target):
     """The builder's arguments are valid (so a probe fails because of its one bad value)."""
     e = BY_TARGET[target]
-    if e.target in ("measure.memory_comparison", "measure.time_decoding",
-                    "measure.peak_memory_bytes"):
+    if e.target in (
+        "measure.memory_comparison",
+        "measure.time_decoding",
+        "measure.peak_memory_bytes",
+    ):
         pytest.skip("profiles or times: covered by test_measure")
     result = e.call(**arguments(e))
     check_result(e, result, DEFAULT)
@@ -1143,8 +2081,14 @@ def test_bad_input_is_refused_by_name(probe):
 
 # ---------------------------------------------------------------- 2. generated bad tensors
 _NON_TENSORS = st.sampled_from(["list", "ndarray", None, "abc", 3, 2.5, True])
-_BAD_DTYPES = {"float": FLOAT_BAD, "param": PARAM_BAD, "long": INT_BAD + (torch.float64,),
-               "mask": MASK_BAD + (torch.int8,), "pm1": (torch.bool,), "any": ()}
+_BAD_DTYPES = {
+    "float": FLOAT_BAD,
+    "param": PARAM_BAD,
+    "long": INT_BAD + (torch.float64,),
+    "mask": MASK_BAD + (torch.int8,),
+    "pm1": (torch.bool,),
+    "any": (),
+}
 GENERATED = [(e.target, arg) for e in REGISTRY for arg in e.gen]
 
 
@@ -1152,8 +2096,11 @@ GENERATED = [(e.target, arg) for e in REGISTRY for arg in e.gen]
 def bad_tensor(draw, e: Entry, arg: str, kw: dict):
     """A value the argument must refuse: a non-tensor, a wrong dtype, or a wrong rank."""
     spec, valid = e.gen[arg], kw[arg]
-    modes = (["non-tensor"] + (["dtype"] if _BAD_DTYPES[spec.kind] else [])
-             + (["rank"] if spec.ranks is not None else []))
+    modes = (
+        ["non-tensor"]
+        + (["dtype"] if _BAD_DTYPES[spec.kind] else [])
+        + (["rank"] if spec.ranks is not None else [])
+    )
     mode = draw(st.sampled_from(modes))
     if mode == "non-tensor":
         kind = draw(_NON_TENSORS.filter(lambda k: not (spec.lists and k in ("list", "ndarray"))))
@@ -1169,10 +2116,15 @@ def bad_tensor(draw, e: Entry, arg: str, kw: dict):
         return value, str(dtype)
     rank = draw(st.sampled_from([n for n in range(6) if n not in spec.ranks]))
     shape = tuple(draw(st.lists(st.integers(0, 3), min_size=rank, max_size=rank)))
-    value = (torch.rand(shape) > 0.5) if valid.dtype == torch.bool else \
-        torch.randint(0, 2, shape).to(valid.dtype) * 2 - 1 if spec.kind == "pm1" else \
-        torch.randint(0, 2, shape).to(valid.dtype) if spec.kind == "long" else \
-        torch.randn(shape).to(valid.dtype)
+    value = (
+        (torch.rand(shape) > 0.5)
+        if valid.dtype == torch.bool
+        else torch.randint(0, 2, shape).to(valid.dtype) * 2 - 1
+        if spec.kind == "pm1"
+        else torch.randint(0, 2, shape).to(valid.dtype)
+        if spec.kind == "long"
+        else torch.randn(shape).to(valid.dtype)
+    )
     return value, f"rank {rank} {shape}"
 
 
@@ -1196,18 +2148,31 @@ def bad_number(draw, spec: Num):
     """A number (or a look-alike) outside what the argument allows."""
     choices = [st.sampled_from([NAN, INF, -INF, True, False, "1", None, [1], np.array([1.0])])]
     if spec.integer:  # below the minimum, a float with a fraction, or a whole float
-        choices += [st.integers(max_value=spec.minimum - 1),
-                    st.floats(allow_nan=False, allow_infinity=False).filter(
-                        lambda x: x != int(x)),
-                    st.just(float(max(spec.minimum, 1)))]
+        choices += [
+            st.integers(max_value=spec.minimum - 1),
+            st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: x != int(x)),
+            st.just(float(max(spec.minimum, 1))),
+        ]
     else:
         if spec.low is not None:
             top = spec.low
-            choices.append(st.floats(max_value=top, exclude_max=not spec.low_open,
-                                     allow_nan=False, allow_infinity=False))
+            choices.append(
+                st.floats(
+                    max_value=top,
+                    exclude_max=not spec.low_open,
+                    allow_nan=False,
+                    allow_infinity=False,
+                )
+            )
         if spec.high is not None:
-            choices.append(st.floats(min_value=spec.high, exclude_min=not spec.high_open,
-                                     allow_nan=False, allow_infinity=False))
+            choices.append(
+                st.floats(
+                    min_value=spec.high,
+                    exclude_min=not spec.high_open,
+                    allow_nan=False,
+                    allow_infinity=False,
+                )
+            )
     return draw(st.one_of(*choices))
 
 
@@ -1219,8 +2184,16 @@ def test_generated_bad_number_is_refused(numeric, data):
     e = BY_TARGET[target]
     spec = e.nums[arg]
     value = data.draw(bad_number(spec))
-    if value is None and arg in ("num_keys", "num_queries", "d_k", "d_v", "capacity", "scale",
-                                 "query_block_size", "head_dim"):
+    if value is None and arg in (
+        "num_keys",
+        "num_queries",
+        "d_k",
+        "d_v",
+        "capacity",
+        "scale",
+        "query_block_size",
+        "head_dim",
+    ):
         assume(False)  # None means "the default" there
     kw = arguments(e)
     kw[arg] = value
@@ -1275,16 +2248,21 @@ shapes = st.integers(0, 3)
 @FAST
 @given(B=shapes, H=shapes, Q=shapes, K=shapes, D=shapes, V=shapes, masked=st.booleans())
 def test_zero_sizes_match_torch_sdpa(B, H, Q, K, D, V, masked):
-    q, k, v = r(B, H, Q, D, dtype=torch.float64), r(B, H, K, D, dtype=torch.float64), \
-        r(B, H, K, V, dtype=torch.float64)
+    q, k, v = (
+        r(B, H, Q, D, dtype=torch.float64),
+        r(B, H, K, D, dtype=torch.float64),
+        r(B, H, K, V, dtype=torch.float64),
+    )
     mask = rmask(B, 1, Q, K) if masked else None
     scale = 1.0 / math.sqrt(D) if D else 1.0  # torch's default 1/√0 is inf: give it ours
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     if masked:  # torch gives NaN in fully masked rows before 2.5; the book's convention is 0
         want = want.masked_fill(~mask.any(-1, keepdim=True), 0.0)
-    for got in (attention.scaled_dot_product_attention(q, k, v, mask)[0],
-                efficient.naive_attention(q, k, v, mask),
-                efficient.tiled_attention(q, k, v, mask, block_size=2)):
+    for got in (
+        attention.scaled_dot_product_attention(q, k, v, mask)[0],
+        efficient.naive_attention(q, k, v, mask),
+        efficient.tiled_attention(q, k, v, mask, block_size=2),
+    ):
         assert got.shape == want.shape
         torch.testing.assert_close(got, want)
 
@@ -1318,9 +2296,11 @@ def test_zero_sizes_match_torch_softmax(shape, data):
     dim = data.draw(st.integers(-len(shape), len(shape) - 1))
     x = r(*shape)
     want = torch.softmax(x, dim=dim)
-    for got in (attention.masked_softmax(x, dim=dim),
-                attention.masked_softmax(x, torch.ones(shape, dtype=torch.bool), dim=dim),
-                efficient.online_softmax(x, dim=dim, block_size=2)):
+    for got in (
+        attention.masked_softmax(x, dim=dim),
+        attention.masked_softmax(x, torch.ones(shape, dtype=torch.bool), dim=dim),
+        efficient.online_softmax(x, dim=dim, block_size=2),
+    ):
         assert got.shape == want.shape
         torch.testing.assert_close(got, want)
 
@@ -1378,8 +2358,9 @@ def test_fully_masked_rows_scaled_dot_product_naive_and_tiled(problem, block, qu
         elif name == "naive":
             out = efficient.naive_attention(q, k, v, mask)
         else:
-            out = efficient.tiled_attention(q, k, v, mask, block_size=block,
-                                            query_block_size=query_block)
+            out = efficient.tiled_attention(
+                q, k, v, mask, block_size=block, query_block_size=query_block
+            )
         backward(out)
         all_finite_grads(q, k, v)
         assert (out[empty] == 0).all(), name
@@ -1403,8 +2384,11 @@ def test_fully_masked_rows_multihead(problem, three_d):
 @given(problem=masked_problem(), norm_first=st.booleans())
 def test_fully_masked_rows_encoder_and_decoder_blocks(problem, norm_first):
     B, T, S, mask = problem
-    self_mask = mask[..., :T] if S >= T else torch.cat(
-        [mask, torch.zeros(B, T, T - S, dtype=torch.bool)], -1)  # (B, T, T), a row all False
+    self_mask = (
+        mask[..., :T]
+        if S >= T
+        else torch.cat([mask, torch.zeros(B, T, T - S, dtype=torch.bool)], -1)
+    )  # (B, T, T), a row all False
     empty_self = ~self_mask.any(-1)
     encoder = transformer.EncoderBlock(DM, NH, 8, norm_first=norm_first)
     x = r(B, T, DM).requires_grad_()
@@ -1475,9 +2459,11 @@ def test_a_3d_mask_is_per_example_even_when_batch_equals_heads(B, Q, K, data):
     assert (weights.masked_fill(mask[:, None], 0) == 0).all()
 
 
-FLOATING = [e.target for e in REGISTRY
-            if e.gen and all(g.kind == "float" for g in e.gen.values())
-            and "module" not in e.valid(DEFAULT)]
+FLOATING = [
+    e.target
+    for e in REGISTRY
+    if e.gen and all(g.kind == "float" for g in e.gen.values()) and "module" not in e.valid(DEFAULT)
+]
 
 
 @pytest.mark.parametrize("target", FLOATING)
@@ -1488,8 +2474,10 @@ def test_other_floating_dtypes_work_or_are_refused_by_name(target, dtype):
     bfloat16 or float64 give a result of that shape, or a refusal naming an argument;
     never an error from deep inside torch."""
     e = BY_TARGET[target]
-    kw = {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-          for k, v in arguments(e).items()}
+    kw = {
+        k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for k, v in arguments(e).items()
+    }
     try:
         result = e.call(**kw)
     except (ValueError, TypeError) as error:

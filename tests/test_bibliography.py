@@ -20,8 +20,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "tools"))
 import myst_links  # noqa: E402
 
-CORE = {"nadaraya1964", "watson1964", "bahdanau2015", "vaswani2017", "ba2016", "xiong2020",
-        "su2021", "ramsauer2020", "dao2022"}
+CORE = {
+    "nadaraya1964",
+    "watson1964",
+    "bahdanau2015",
+    "vaswani2017",
+    "ba2016",
+    "xiong2020",
+    "su2021",
+    "ramsauer2020",
+    "dao2022",
+}
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + [ROOT / "book" / "intro.ipynb"]
 # [text](url), the text allowing one level of balanced brackets ("[Dao, 2024]")
 LINK = re.compile(r"(?<!!)\[((?:\\.|[^\[\]\\]|\[[^\[\]]*\])*)\]\(([^()\s]+)\)")
@@ -79,5 +88,7 @@ def test_citation_texts_are_the_books():
         expected = myst_links.citation_text(key, kind)
         if label != expected:
             wrong.append(f"{name}: [{label}] should read [{expected}]")
-    assert not wrong, ("citation texts differ from the book's (`python book/tools/myst_links.py` "
-                       f"rewrites them): {wrong}")
+    assert not wrong, (
+        "citation texts differ from the book's (`python book/tools/myst_links.py` "
+        f"rewrites them): {wrong}"
+    )

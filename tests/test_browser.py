@@ -39,17 +39,32 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 ICONS = SITE / "_static" / "icons"
 # Looks a page is opened with: (viewport, colour scheme).
 DESKTOP = {"viewport": {"width": 1280, "height": 900}}
-PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True,
-         "device_scale_factor": 1}
-LOOKS = {"desktop-light": (DESKTOP, "light"), "desktop-dark": (DESKTOP, "dark"),
-         "phone-light": (PHONE, "light"), "phone-dark": (PHONE, "dark")}
+PHONE = {
+    "viewport": {"width": 390, "height": 844},
+    "is_mobile": True,
+    "has_touch": True,
+    "device_scale_factor": 1,
+}
+LOOKS = {
+    "desktop-light": (DESKTOP, "light"),
+    "desktop-dark": (DESKTOP, "dark"),
+    "phone-light": (PHONE, "light"),
+    "phone-dark": (PHONE, "dark"),
+}
 # Where each page is audited (and screenshotted, but for desktop-light: the first test's
 # root screenshots; and phone-light: test_page_does_not_scroll_sideways_on_a_phone's).
 AUDITED = ["desktop-light", "desktop-dark", "phone-dark"]
@@ -68,8 +83,11 @@ def _unavailable(reason: str):
 def _pages() -> list[str]:
     if not SITE.is_dir():
         return []
-    return sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
-                  if "_static" not in p.parts and "_sources" not in p.parts)
+    return sorted(
+        str(p.relative_to(SITE))
+        for p in SITE.rglob("*.html")
+        if "_static" not in p.parts and "_sources" not in p.parts
+    )
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -100,7 +118,7 @@ class _SubPathHandler(_QuietHandler):
     def translate_path(self, path):
         if path != self.PREFIX and not path.startswith(self.PREFIX + "/"):
             return str(SITE / "no-such-file")
-        return super().translate_path(path[len(self.PREFIX):] or "/")
+        return super().translate_path(path[len(self.PREFIX) :] or "/")
 
 
 @contextlib.contextmanager
@@ -166,17 +184,23 @@ def _open(browser, url: str, look: str = "desktop-light"):
 
     page.route("**/*", route)
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}")
-            if r.status >= 400 else None)
+    page.on(
+        "response",
+        lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,
+    )
     page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
     page.goto(url, wait_until="networkidle")
     # The book's widget manager marks the page once every widget is rendered.
     page.wait_for_function(
         "() => !document.querySelector('script[type=\"application/vnd.jupyter.widget-state+json\"]')"
-        " || document.documentElement.dataset.widgetsRendered === 'true'", timeout=30_000)
+        " || document.documentElement.dataset.widgetsRendered === 'true'",
+        timeout=30_000,
+    )
     # Deferred scripts have run by now; wait for MathJax 3 to finish typesetting.
-    page.evaluate("() => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
-                  " ? MathJax.startup.promise.then(() => true) : true")
+    page.evaluate(
+        "() => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
+        " ? MathJax.startup.promise.then(() => true) : true"
+    )
     page.wait_for_timeout(300)
     return page, external, errors
 
@@ -187,7 +211,9 @@ def test_page_offline_clean_and_live(browser, server, page_path):
     try:
         SHOTS.mkdir(parents=True, exist_ok=True)
         if "/attention-mechanisms" in server:
-            shot = SHOTS / "sub-path" / (page_path.replace("/", "__").removesuffix(".html") + ".png")
+            shot = (
+                SHOTS / "sub-path" / (page_path.replace("/", "__").removesuffix(".html") + ".png")
+            )
             shot.parent.mkdir(parents=True, exist_ok=True)
         else:
             shot = SHOTS / (page_path.replace("/", "__").removesuffix(".html") + ".png")
@@ -215,16 +241,29 @@ def test_page_does_not_scroll_sideways_on_a_phone(browser, server, page_path):
     its natural size (wide ones scroll inside their output box), so the label sizes of
     benchmarks/figures.py (at least 9 CSS px) hold. Full-page screenshots (one pixel per CSS
     pixel) go to _build/screenshots/phone-light/."""
-    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True,
-                            has_touch=True, device_scale_factor=2)
+    page = browser.new_page(
+        viewport={"width": 390, "height": 844},
+        is_mobile=True,
+        has_touch=True,
+        device_scale_factor=2,
+    )
     try:
-        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
-            ("http://127.0.0.1:", "data:")) else r.abort())
+        page.route(
+            "**/*",
+            lambda r: (
+                r.continue_()
+                if r.request.url.startswith(("http://127.0.0.1:", "data:"))
+                else r.abort()
+            ),
+        )
         page.goto(f"{server}/{page_path}", wait_until="networkidle")
-        page.evaluate("() => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
-                      " ? MathJax.startup.promise.then(() => true) : true")
-        overflow = page.evaluate("() => document.documentElement.scrollWidth"
-                                 " - document.documentElement.clientWidth")
+        page.evaluate(
+            "() => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
+            " ? MathJax.startup.promise.then(() => true) : true"
+        )
+        overflow = page.evaluate(
+            "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
         if "/attention-mechanisms" not in server:
             shot = SHOTS / "phone-light" / _shot_name(page_path)
             shot.parent.mkdir(parents=True, exist_ok=True)
@@ -232,11 +271,15 @@ def test_page_does_not_scroll_sideways_on_a_phone(browser, server, page_path):
         # Wait for the widgets, then measure every figure's displayed width against its own.
         page.wait_for_function(
             "() => !document.querySelector('script[type=\"application/vnd.jupyter.widget-state+json\"]')"
-            " || document.documentElement.dataset.widgetsRendered === 'true'", timeout=30_000)
+            " || document.documentElement.dataset.widgetsRendered === 'true'",
+            timeout=30_000,
+        )
         shrunk = page.evaluate(SHRUNK_FIGURES_JS)
         assert overflow <= 0, f"{page_path} scrolls sideways by {overflow} px at 390 px"
-        assert shrunk == [], (f"{page_path}: figures shown smaller than their natural size at "
-                              f"390 px, so their labels shrink below 9 px: {shrunk}")
+        assert shrunk == [], (
+            f"{page_path}: figures shown smaller than their natural size at "
+            f"390 px, so their labels shrink below 9 px: {shrunk}"
+        )
     finally:
         page.close()
 
@@ -257,7 +300,8 @@ def _assert_slider_changes_picture(page, handle, page_path: str, index: int) -> 
     figure = handle.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]")
     readout = handle.locator(
         "xpath=ancestor::div[contains(@class,'widget-slider')][1]"
-        "//div[contains(@class,'widget-readout')]")
+        "//div[contains(@class,'widget-readout')]"
+    )
     figure.scroll_into_view_if_needed()
     before_png, before_label = figure.screenshot(), readout.inner_text()
     handle.focus()
@@ -308,20 +352,27 @@ def test_chapter_pages_offer_download_and_launch_links(browser, server):
     try:
         hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
         assert any(h.endswith("_sources/chapters/02_attention_pooling.ipynb") for h in hrefs), (
-            "no download link for the notebook")
+            "no download link for the notebook"
+        )
         url = _repository_url()
-        assert any(h.startswith("https://colab.research.google.com/github/") and
-                   url.removeprefix("https://github.com/") in h for h in hrefs), "no Colab link"
+        assert any(
+            h.startswith("https://colab.research.google.com/github/")
+            and url.removeprefix("https://github.com/") in h
+            for h in hrefs
+        ), "no Colab link"
         assert not any("mybinder.org" in h for h in hrefs), (
-            "a Binder link: Binder is not checked (README, Where it runs)")
+            "a Binder link: Binder is not checked (README, Where it runs)"
+        )
     finally:
         page.close()
 
 
 def _repository_url() -> str:
     import sys
+
     sys.path.insert(0, str(ROOT / "book" / "tools"))
     import bootstrap
+
     return bootstrap.repository_url()
 
 
@@ -392,14 +443,15 @@ def test_page_light_dark_desktop_phone_and_axe_audit(browser, root_server, page_
         if scheme == "dark":
             for i, boxes in enumerate(page.evaluate(FRAME_BOXES_JS)):
                 assert len(boxes) == 1, (
-                    f"{page_path}: live figure {i} has {len(boxes)} frames in dark mode: {boxes}")
+                    f"{page_path}: live figure {i} has {len(boxes)} frames in dark mode: {boxes}"
+                )
         page.add_script_tag(path=str(AXE))
         found = page.evaluate(AXE_RUN)
     finally:
         page.close()
     assert not found, f"{page_path} ({look}): serious or critical violations:\n" + "\n".join(
-        f"  {v['impact']} {v['rule']} ({v['help']}): {v['target']}: {v['html']}"
-        for v in found)
+        f"  {v['impact']} {v['rule']} ({v['help']}): {v['target']}: {v['html']}" for v in found
+    )
 
 
 TITLE_IN_VIEW_JS = """(container) => {
@@ -416,10 +468,11 @@ TITLE_IN_VIEW_JS = """(container) => {
 
 
 @pytest.mark.parametrize("look", ["desktop-light", "phone-light"])
-@pytest.mark.parametrize("page_path", [p for p in _pages() if p.startswith("chapters/")]
-                         or ["chapters/01_mlp_and_activations.html"])
-def test_chapter_sidebar_opens_with_the_book_title_in_view(browser, root_server, page_path,
-                                                           look):
+@pytest.mark.parametrize(
+    "page_path",
+    [p for p in _pages() if p.startswith("chapters/")] or ["chapters/01_mlp_and_activations.html"],
+)
+def test_chapter_sidebar_opens_with_the_book_title_in_view(browser, root_server, page_path, look):
     """The theme scrolls the sidebar to the current chapter, which hid the book's title; on a
     phone its button did not open the drawer at all. Now the title is in view, on top of
     what is around it: in the sidebar on a desktop, in the drawer the button opens on a
@@ -439,7 +492,8 @@ def test_chapter_sidebar_opens_with_the_book_title_in_view(browser, root_server,
         assert title["found"], f"{page_path}: no book title in {container}"
         assert title["text"] == "Attention Mechanisms"
         assert title["boxTop"] - 1 <= title["top"] and title["bottom"] <= title["boxBottom"] + 1, (
-            f"{page_path} ({look}): the title is out of view: {title}")
+            f"{page_path} ({look}): the title is out of view: {title}"
+        )
         assert title["onTop"], f"{page_path} ({look}): the title is covered: {title}"
         assert errors == [], errors
     finally:
@@ -472,16 +526,20 @@ FONT_AWESOME_GLYPHS_JS = """() => {
 def _subset_cmaps() -> dict[str, set[int]]:
     from fontTools.ttLib import TTFont
 
-    names = {"solid": "fa-solid-900.woff", "regular": "fa-regular-400.woff",
-             "brands": "fa-brands-400.woff"}
+    names = {
+        "solid": "fa-solid-900.woff",
+        "regular": "fa-regular-400.woff",
+        "brands": "fa-brands-400.woff",
+    }
     missing = [n for n in names.values() if not (ICONS / n).is_file()]
     assert not missing, f"the build wrote no subset icon fonts {missing} to {ICONS}"
     return {style: set(TTFont(ICONS / name).getBestCmap()) for style, name in names.items()}
 
 
 @pytest.mark.parametrize("page_path", _pages() or ["index.html"])
-def test_page_loads_no_full_icon_font_and_its_icons_are_in_the_subset(browser, root_server,
-                                                                      page_path):
+def test_page_loads_no_full_icon_font_and_its_icons_are_in_the_subset(
+    browser, root_server, page_path
+):
     """Page weight: the theme's fontawesome.js (1.5 MB) and full FontAwesome fonts, and the old
     widget manager's, are never requested; every icon the page can draw (hidden ones too) is
     a glyph of the subset fonts the build writes (else the browser would fetch the full
@@ -490,8 +548,14 @@ def test_page_loads_no_full_icon_font_and_its_icons_are_in_the_subset(browser, r
     options, scheme = LOOKS["desktop-light"]
     page = browser.new_page(**options, color_scheme=scheme)
     try:
-        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
-            ("http://127.0.0.1:", "data:")) else r.abort())
+        page.route(
+            "**/*",
+            lambda r: (
+                r.continue_()
+                if r.request.url.startswith(("http://127.0.0.1:", "data:"))
+                else r.abort()
+            ),
+        )
         page.on("request", lambda r: requested.append(r.url))
         page.goto(f"{root_server}/{page_path}", wait_until="networkidle")
         glyphs = page.evaluate(FONT_AWESOME_GLYPHS_JS)
@@ -502,10 +566,18 @@ def test_page_loads_no_full_icon_font_and_its_icons_are_in_the_subset(browser, r
     cmaps = _subset_cmaps()
     missing = []
     for g in glyphs:
-        style = ("brands" if "Brands" in g["family"]
-                 else "solid" if int(g["weight"]) >= 600 else "regular")
-        missing += [f"{g['where']}: U+{ord(c):04X} ({style})" for c in g["text"]
-                    if not c.isspace() and ord(c) not in cmaps[style]]
+        style = (
+            "brands"
+            if "Brands" in g["family"]
+            else "solid"
+            if int(g["weight"]) >= 600
+            else "regular"
+        )
+        missing += [
+            f"{g['where']}: U+{ord(c):04X} ({style})"
+            for c in g["text"]
+            if not c.isspace() and ord(c) not in cmaps[style]
+        ]
     assert not missing, f"{page_path} draws icons the subset fonts lack: {missing}"
 
 
@@ -524,8 +596,7 @@ def throttled(browser):
         _unavailable(f"no built site at {SITE}: run `make book` first")
     bench = _site_benchmark()
     server = bench.serve(SITE)
-    chromium = browser.browser_type.launch(executable_path=str(CHROMIUM),
-                                           args=bench.CHROMIUM_ARGS)
+    chromium = browser.browser_type.launch(executable_path=str(CHROMIUM), args=bench.CHROMIUM_ARGS)
     yield bench, chromium, f"http://127.0.0.1:{server.server_port}"
     chromium.close()
     server.shutdown()
@@ -551,7 +622,9 @@ def test_throttled_phone_first_view(throttled, page_path):
     assert r["transfer"] <= bench.TRANSFER_BUDGET, (
         f"{page_path}: {r['transfer'] / 1e6:.3f} MB compressed > "
         f"{bench.TRANSFER_BUDGET / 1e6:.1f} MB; largest: "
-        + ", ".join(f"{x['url']} {x['wire'] / 1e3:.0f} kB" for x in r["resources"][:5]))
+        + ", ".join(f"{x['url']} {x['wire'] / 1e3:.0f} kB" for x in r["resources"][:5])
+    )
     if r["has_widgets"]:
         assert r["first_slider_ms"] is not None, (
-            f"{page_path}: no slider became usable (handle shown, picture decoded)")
+            f"{page_path}: no slider became usable (handle shown, picture decoded)"
+        )

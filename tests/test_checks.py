@@ -10,8 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.checks import (check_bool_mask, check_int, check_probability, check_real,
-                            check_shape, check_tensor, describe, require)
+from helpers.checks import (
+    check_bool_mask,
+    check_int,
+    check_probability,
+    check_real,
+    check_shape,
+    check_tensor,
+    describe,
+    require,
+)
 
 
 # ---------------------------------------------------------------------- require
@@ -36,16 +44,22 @@ def test_check_shape_accepts_matching_shapes(shape):
     check_shape(np.zeros((2, 3, 4)), shape)
 
 
-@pytest.mark.parametrize("shape, shown", [
-    ((2, 3, 5), r"\(2, 3, 5\)"),
-    ((None, 4, 4), r"\('\*', 4, 4\)"),
-    ((2, 3), r"\(2, 3\)"),
-    ((2, 3, 4, 1), r"\(2, 3, 4, 1\)"),
-    ((None, None), r"\('\*', '\*'\)"),
-])
+@pytest.mark.parametrize(
+    "shape, shown",
+    [
+        ((2, 3, 5), r"\(2, 3, 5\)"),
+        ((None, 4, 4), r"\('\*', 4, 4\)"),
+        ((2, 3), r"\(2, 3\)"),
+        ((2, 3, 4, 1), r"\(2, 3, 4, 1\)"),
+        ((None, None), r"\('\*', '\*'\)"),
+    ],
+)
 def test_check_shape_rejects_mismatches(shape, shown):
-    with pytest.raises(ValueError, match=rf"expected a tensor of shape {shown}, "
-                                         rf"got shape \(2, 3, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"expected a tensor of shape {shown}, "
+        rf"got shape \(2, 3, 4\)",
+    ):
         check_shape(torch.zeros(2, 3, 4), shape)
 
 
@@ -62,19 +76,22 @@ def test_check_int_accepts_integers_at_or_above_the_minimum(value, minimum):
     assert result == value and type(result) is int
 
 
-@pytest.mark.parametrize("value, minimum, wanted", [
-    (-1, 0, "a non-negative integer"),
-    (0, 1, "a positive integer"),
-    (2, 3, r"an integer >= 3"),
-    (True, 0, "a non-negative integer"),  # a bool is not a number of things
-    (False, 0, "a non-negative integer"),
-    (2.0, 0, "a non-negative integer"),  # a float, even a whole one
-    (float("nan"), 0, "a non-negative integer"),
-    (float("inf"), 0, "a non-negative integer"),
-    ("3", 0, "a non-negative integer"),
-    (None, 0, "a non-negative integer"),
-    (torch.tensor(3), 0, "a non-negative integer"),
-])
+@pytest.mark.parametrize(
+    "value, minimum, wanted",
+    [
+        (-1, 0, "a non-negative integer"),
+        (0, 1, "a positive integer"),
+        (2, 3, r"an integer >= 3"),
+        (True, 0, "a non-negative integer"),  # a bool is not a number of things
+        (False, 0, "a non-negative integer"),
+        (2.0, 0, "a non-negative integer"),  # a float, even a whole one
+        (float("nan"), 0, "a non-negative integer"),
+        (float("inf"), 0, "a non-negative integer"),
+        ("3", 0, "a non-negative integer"),
+        (None, 0, "a non-negative integer"),
+        (torch.tensor(3), 0, "a non-negative integer"),
+    ],
+)
 def test_check_int_rejects_with_the_argument_named(value, minimum, wanted):
     with pytest.raises(ValueError, match=rf"^num_things must be {wanted}, got "):
         check_int(value, "num_things", minimum)
@@ -87,25 +104,44 @@ def test_check_real_accepts_finite_numbers(value):
     assert result == float(value) and type(result) is float
 
 
-@pytest.mark.parametrize("value", [True, False, float("nan"), float("inf"), -float("inf"),
-                                   "1.0", None, 1j, torch.tensor(1.0), [1.0]])
+@pytest.mark.parametrize(
+    "value",
+    [
+        True,
+        False,
+        float("nan"),
+        float("inf"),
+        -float("inf"),
+        "1.0",
+        None,
+        1j,
+        torch.tensor(1.0),
+        [1.0],
+    ],
+)
 def test_check_real_rejects_bools_non_numbers_and_non_finite(value):
     with pytest.raises(ValueError, match=r"^lr must be a finite real number, got "):
         check_real(value, "lr")
 
 
-@pytest.mark.parametrize("value, bounds, wanted", [
-    (0.0, dict(minimum=0, exclusive_minimum=True), r"a finite number > 0"),
-    (-0.1, dict(minimum=0), r"a finite number >= 0"),
-    (1.0, dict(maximum=1, exclusive_maximum=True), r"a finite number < 1"),
-    (1.5, dict(maximum=1), r"a finite number <= 1"),
-    (1.0, dict(minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True),
-     r"a finite number in \(0, 1\)"),
-    (2.0, dict(minimum=0, maximum=1), r"a finite number in \[0, 1\]"),
-    (float("nan"), dict(minimum=0), r"a finite number >= 0"),
-    (float("inf"), dict(minimum=0), r"a finite number >= 0"),
-    (True, dict(minimum=0), r"a finite number >= 0"),
-])
+@pytest.mark.parametrize(
+    "value, bounds, wanted",
+    [
+        (0.0, dict(minimum=0, exclusive_minimum=True), r"a finite number > 0"),
+        (-0.1, dict(minimum=0), r"a finite number >= 0"),
+        (1.0, dict(maximum=1, exclusive_maximum=True), r"a finite number < 1"),
+        (1.5, dict(maximum=1), r"a finite number <= 1"),
+        (
+            1.0,
+            dict(minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True),
+            r"a finite number in \(0, 1\)",
+        ),
+        (2.0, dict(minimum=0, maximum=1), r"a finite number in \[0, 1\]"),
+        (float("nan"), dict(minimum=0), r"a finite number >= 0"),
+        (float("inf"), dict(minimum=0), r"a finite number >= 0"),
+        (True, dict(minimum=0), r"a finite number >= 0"),
+    ],
+)
 def test_check_real_rejects_out_of_range(value, bounds, wanted):
     with pytest.raises(ValueError, match=rf"^scale must be {wanted}, got "):
         check_real(value, "scale", **bounds)
@@ -114,8 +150,10 @@ def test_check_real_rejects_out_of_range(value, bounds, wanted):
 def test_check_real_bounds_are_inclusive_unless_exclusive():
     assert check_real(0, "x", minimum=0) == 0.0
     assert check_real(1, "x", maximum=1) == 1.0
-    assert check_real(0.5, "x", minimum=0, maximum=1, exclusive_minimum=True,
-                      exclusive_maximum=True) == 0.5
+    assert (
+        check_real(0.5, "x", minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True)
+        == 0.5
+    )
 
 
 # ---------------------------------------------------------------------- check_probability
@@ -124,8 +162,9 @@ def test_check_probability_accepts_dropout_rates(value):
     assert check_probability(value) == float(value)
 
 
-@pytest.mark.parametrize("value", [1.0, -0.1, float("nan"), float("inf"), True, False, "0.1",
-                                   None, torch.tensor(0.1)])
+@pytest.mark.parametrize(
+    "value", [1.0, -0.1, float("nan"), float("inf"), True, False, "0.1", None, torch.tensor(0.1)]
+)
 def test_check_probability_rejects(value):
     with pytest.raises(ValueError, match=r"^dropout must be a probability in \[0, 1\), got "):
         check_probability(value)
@@ -136,8 +175,12 @@ def test_check_probability_rejects(value):
 # ---------------------------------------------------------------------- check_tensor
 def test_check_tensor_returns_the_tensor_when_it_fits():
     x = torch.zeros(2, 3, 4)
-    assert check_tensor(x, "x", "(B, Q, D)", ndim=3, floating=True, dtype=torch.float32,
-                        size={-1: 4, 0: 2}) is x
+    assert (
+        check_tensor(
+            x, "x", "(B, Q, D)", ndim=3, floating=True, dtype=torch.float32, size={-1: 4, 0: 2}
+        )
+        is x
+    )
     assert check_tensor(x, "x", "(…, D)", ndim=range(1, 65)) is x
     assert check_tensor(torch.zeros(0, 4), "x", "(N, D)", ndim=(2, 3)) is not None
 
@@ -157,20 +200,29 @@ def test_check_tensor_rejects_wrong_rank():
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.uint8])
 def test_check_tensor_rejects_non_floating_when_float_is_needed(dtype):
-    with pytest.raises(ValueError, match=rf"^x must be a floating-point tensor, got dtype "
-                                         rf"{dtype}$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^x must be a floating-point tensor, got dtype "
+        rf"{dtype}$",
+    ):
         check_tensor(torch.zeros(2, dtype=dtype), "x", "(N,)", floating=True)
 
 
 def test_check_tensor_rejects_another_dtype_than_the_parameters():
-    with pytest.raises(ValueError, match=r"^x must have the parameters' dtype torch.float32, "
-                                         r"got dtype torch.float64"):
+    with pytest.raises(
+        ValueError,
+        match=r"^x must have the parameters' dtype torch.float32, "
+        r"got dtype torch.float64",
+    ):
         check_tensor(torch.zeros(2, dtype=torch.float64), "x", "(N,)", dtype=torch.float32)
 
 
 def test_check_tensor_rejects_a_wrong_size():
-    with pytest.raises(ValueError, match=r"^x must have shape \(B, T, 8\) with 8 on axis -1, "
-                                         r"got shape \(2, 3, 4\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^x must have shape \(B, T, 8\) with 8 on axis -1, "
+        r"got shape \(2, 3, 4\)$",
+    ):
         check_tensor(torch.zeros(2, 3, 4), "x", "(B, T, 8)", size={-1: 8})
 
 
@@ -187,37 +239,58 @@ def test_check_bool_mask_returns_the_mask():
     assert check_bool_mask(mask, "key_padding_mask", shape="(B, K)", ndim=2) is mask
 
 
-@pytest.mark.parametrize("value, got", [([[True, False]], "list"), (None, "NoneType"),
-                                        (True, "bool"), (np.ones(2, dtype=bool), "ndarray")])
+@pytest.mark.parametrize(
+    "value, got",
+    [
+        ([[True, False]], "list"),
+        (None, "NoneType"),
+        (True, "bool"),
+        (np.ones(2, dtype=bool), "ndarray"),
+    ],
+)
 def test_check_bool_mask_rejects_non_tensors(value, got):
-    with pytest.raises(ValueError, match=rf"^mask must be a torch.Tensor of dtype torch.bool, "
-                                         rf"got {got}$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^mask must be a torch.Tensor of dtype torch.bool, "
+        rf"got {got}$",
+    ):
         check_bool_mask(value)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint8])
 def test_check_bool_mask_rejects_other_dtypes_with_the_printed_text(dtype):
-    expected = (f"mask must have dtype torch.bool (True = may attend), got dtype {dtype}; "
-                f"build one with helpers.masks or compare, e.g. x > 0")
+    expected = (
+        f"mask must have dtype torch.bool (True = may attend), got dtype {dtype}; "
+        f"build one with helpers.masks or compare, e.g. x > 0"
+    )
     with pytest.raises(ValueError) as info:
         check_bool_mask(torch.ones(2, 3, dtype=dtype))
     assert str(info.value) == expected
 
 
 def test_check_bool_mask_rejects_wrong_rank():
-    with pytest.raises(ValueError, match=r"^key_padding_mask must be 2-D \(B, K\), got shape "
-                                         r"\(2, 3, 3\)$"):
-        check_bool_mask(torch.ones(2, 3, 3, dtype=torch.bool), "key_padding_mask",
-                        shape="(B, K)", ndim=2)
+    with pytest.raises(
+        ValueError,
+        match=r"^key_padding_mask must be 2-D \(B, K\), got shape "
+        r"\(2, 3, 3\)$",
+    ):
+        check_bool_mask(
+            torch.ones(2, 3, 3, dtype=torch.bool), "key_padding_mask", shape="(B, K)", ndim=2
+        )
     with pytest.raises(ValueError, match=r"^m must be 2-D, got shape \(3,\)$"):
         check_bool_mask(torch.ones(3, dtype=torch.bool), "m", ndim=2)
 
 
 def test_all_checks_raise_value_error_only():
     """A chapter catches one exception type: every bad call above is a ValueError."""
-    calls = [lambda: check_int(math.nan, "n"), lambda: check_real(object(), "x"),
-             lambda: check_probability([0.1]), lambda: check_tensor({}, "x", "(N,)"),
-             lambda: check_bool_mask(object()), lambda: check_shape(object(), (1,))]
+    calls = [
+        lambda: check_int(math.nan, "n"),
+        lambda: check_real(object(), "x"),
+        lambda: check_probability([0.1]),
+        lambda: check_tensor({}, "x", "(N,)"),
+        lambda: check_bool_mask(object()),
+        lambda: check_shape(object(), (1,)),
+    ]
     for call in calls:
         with pytest.raises(ValueError):
             call()
@@ -225,6 +298,7 @@ def test_all_checks_raise_value_error_only():
 
 def test_check_bool_takes_python_and_numpy_bools_only():
     from helpers.checks import check_bool
+
     assert check_bool(True, "flag") is True
     assert check_bool(np.bool_(False), "flag") is False
     for bad in ("False", 0, 1, None, 1.0):

@@ -7,11 +7,17 @@ from torch import nn
 
 from helpers.mlp import MLP
 from helpers.seeding import set_seed
-from helpers.tasks.classification import (accuracy, class1_probability, decision_grid,
-                                          train_full_batch, two_circles, two_moons)
-
+from helpers.tasks.classification import (
+    accuracy,
+    class1_probability,
+    decision_grid,
+    train_full_batch,
+    two_circles,
+    two_moons,
+)
 
 # --- data ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("make", [two_moons, two_circles])
 @pytest.mark.parametrize("num_points", [2, 7, 200])
@@ -51,26 +57,36 @@ def test_two_moons_without_noise_lie_on_their_half_circles():
     assert (lower[:, 1] <= 0.5).all()
 
 
-@pytest.mark.parametrize("call, pattern", [
-    (lambda: two_moons(1), r"num_points must be an integer >= 2, got 1"),
-    (lambda: two_circles(1), r"num_points must be an integer >= 2, got 1"),
-    (lambda: two_circles(10, factor=1.0), r"factor must be a finite number in \(0, 1\), got 1.0"),
-    (lambda: two_circles(10, factor=0.0), r"factor must be a finite number in \(0, 1\), got 0.0"),
-    # regressions: these were accepted (NaN points, negative seeds) or failed inside torch
-    (lambda: two_moons(10.0), r"num_points must be an integer >= 2, got 10.0"),
-    (lambda: two_moons(10, noise=float("nan")), r"noise must be a finite number >= 0, got nan"),
-    (lambda: two_moons(10, noise=-0.1), r"noise must be a finite number >= 0, got -0.1"),
-    (lambda: two_moons(10, seed=-1), r"seed must be a non-negative integer, got -1"),
-    (lambda: two_circles(10, factor=float("nan")), r"factor must be a finite number in"),
-    (lambda: two_circles(10, noise=float("inf")), r"noise must be a finite number >= 0"),
-    (lambda: two_circles(10, seed=True), r"seed must be a non-negative integer, got True"),
-])
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (lambda: two_moons(1), r"num_points must be an integer >= 2, got 1"),
+        (lambda: two_circles(1), r"num_points must be an integer >= 2, got 1"),
+        (
+            lambda: two_circles(10, factor=1.0),
+            r"factor must be a finite number in \(0, 1\), got 1.0",
+        ),
+        (
+            lambda: two_circles(10, factor=0.0),
+            r"factor must be a finite number in \(0, 1\), got 0.0",
+        ),
+        # regressions: these were accepted (NaN points, negative seeds) or failed inside torch
+        (lambda: two_moons(10.0), r"num_points must be an integer >= 2, got 10.0"),
+        (lambda: two_moons(10, noise=float("nan")), r"noise must be a finite number >= 0, got nan"),
+        (lambda: two_moons(10, noise=-0.1), r"noise must be a finite number >= 0, got -0.1"),
+        (lambda: two_moons(10, seed=-1), r"seed must be a non-negative integer, got -1"),
+        (lambda: two_circles(10, factor=float("nan")), r"factor must be a finite number in"),
+        (lambda: two_circles(10, noise=float("inf")), r"noise must be a finite number >= 0"),
+        (lambda: two_circles(10, seed=True), r"seed must be a non-negative integer, got True"),
+    ],
+)
 def test_classification_sets_reject_bad_arguments(call, pattern):
     with pytest.raises(ValueError, match=pattern):
         call()
 
 
 # --- training ----------------------------------------------------------------------------
+
 
 def _regression():
     x = torch.linspace(-2, 2, 64).unsqueeze(1)
@@ -94,43 +110,64 @@ def test_train_full_batch_sgd_and_callback():
     set_seed(0)
     net = MLP(1, [8], 1)
     seen = []
-    losses = train_full_batch(net, x, y, nn.MSELoss(), steps=5, lr=0.05, optimizer="sgd",
-                              callback=lambda step, model: seen.append((step, model is net)))
+    losses = train_full_batch(
+        net,
+        x,
+        y,
+        nn.MSELoss(),
+        steps=5,
+        lr=0.05,
+        optimizer="sgd",
+        callback=lambda step, model: seen.append((step, model is net)),
+    )
     assert seen == [(s, True) for s in range(1, 6)]
     assert losses[-1] < losses[0]
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(steps=0, lr=0.1), "steps"),
-    (dict(steps=2.5, lr=0.1), "steps"),
-    (dict(steps=3, lr=0.0), "lr"),
-    (dict(steps=3, lr=float("nan")), "lr"),
-    (dict(steps=3, lr=0.1, optimizer="lbfgs"), "optimizer"),
-    # regressions: these failed inside torch with TypeError or RuntimeError
-    (dict(steps=True, lr=0.1), "steps must be a positive integer, got True"),
-    (dict(steps=3, lr=float("inf")), r"lr must be a finite number > 0, got inf"),
-    (dict(steps=3, lr=True), r"lr must be a finite number > 0, got True"),
-    (dict(steps=3, lr=0.1, optimizer=["adam"]), r"optimizer must be one of \['adam', 'sgd'\]"),
-    (dict(steps=3, lr=0.1, callback=3), "callback must be callable or None, got 3"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(steps=0, lr=0.1), "steps"),
+        (dict(steps=2.5, lr=0.1), "steps"),
+        (dict(steps=3, lr=0.0), "lr"),
+        (dict(steps=3, lr=float("nan")), "lr"),
+        (dict(steps=3, lr=0.1, optimizer="lbfgs"), "optimizer"),
+        # regressions: these failed inside torch with TypeError or RuntimeError
+        (dict(steps=True, lr=0.1), "steps must be a positive integer, got True"),
+        (dict(steps=3, lr=float("inf")), r"lr must be a finite number > 0, got inf"),
+        (dict(steps=3, lr=True), r"lr must be a finite number > 0, got True"),
+        (dict(steps=3, lr=0.1, optimizer=["adam"]), r"optimizer must be one of \['adam', 'sgd'\]"),
+        (dict(steps=3, lr=0.1, callback=3), "callback must be callable or None, got 3"),
+    ],
+)
 def test_train_full_batch_rejects_bad_arguments(kwargs, match):
     x, y = _regression()
     with pytest.raises(ValueError, match=match):
         train_full_batch(MLP(1, [2], 1), x, y, nn.MSELoss(), **kwargs)
 
 
-@pytest.mark.parametrize("args, match", [
-    ((nn.ReLU(), "x", "y", nn.MSELoss()), "model must have parameters to train, got none"),
-    (("model", "x", "y", nn.MSELoss()), "model must be an nn.Module, got 'model'"),
-    ((MLP(1, [2], 1), [[0.0]], "y", nn.MSELoss()), r"x must be a torch.Tensor of shape "
-                                                   r"\(N, D_in\)"),
-    ((MLP(1, [2], 1), torch.zeros(3, 1, dtype=torch.long), "y", nn.MSELoss()),
-     "x must be a floating-point tensor, got dtype torch.int64"),
-    ((MLP(1, [2], 1), "x", [0.0], nn.MSELoss()), "y must be a torch.Tensor, got"),
-    ((MLP(1, [2], 1), "x", "y", "mse"), "loss_fn must be callable, got 'mse'"),
-    ((MLP(1, [2], 1), "x", "y", lambda out, y: (out - y) ** 2),
-     r"loss_fn must return a scalar \(0-d\) tensor, got a tensor of shape \(64, 1\)"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((nn.ReLU(), "x", "y", nn.MSELoss()), "model must have parameters to train, got none"),
+        (("model", "x", "y", nn.MSELoss()), "model must be an nn.Module, got 'model'"),
+        (
+            (MLP(1, [2], 1), [[0.0]], "y", nn.MSELoss()),
+            r"x must be a torch.Tensor of shape "
+            r"\(N, D_in\)",
+        ),
+        (
+            (MLP(1, [2], 1), torch.zeros(3, 1, dtype=torch.long), "y", nn.MSELoss()),
+            "x must be a floating-point tensor, got dtype torch.int64",
+        ),
+        ((MLP(1, [2], 1), "x", [0.0], nn.MSELoss()), "y must be a torch.Tensor, got"),
+        ((MLP(1, [2], 1), "x", "y", "mse"), "loss_fn must be callable, got 'mse'"),
+        (
+            (MLP(1, [2], 1), "x", "y", lambda out, y: (out - y) ** 2),
+            r"loss_fn must return a scalar \(0-d\) tensor, got a tensor of shape \(64, 1\)",
+        ),
+    ],
+)
 def test_train_full_batch_rejects_bad_model_data_and_loss(args, match):
     """Regression: these failed inside torch (RuntimeError, TypeError, AttributeError)."""
     x, y = _regression()
@@ -143,6 +180,7 @@ def test_train_full_batch_rejects_bad_model_data_and_loss(args, match):
 
 # --- classification helpers ----------------------------------------------------------------
 
+
 def test_class1_probability_for_one_and_two_logits():
     logits = torch.tensor([[0.0], [2.0]])
     torch.testing.assert_close(class1_probability(logits), torch.sigmoid(logits[:, 0]))
@@ -153,12 +191,17 @@ def test_class1_probability_for_one_and_two_logits():
     assert class1_probability(torch.zeros(0, 1)).shape == (0,)
 
 
-@pytest.mark.parametrize("logits, match", [
-    ([[0.0]], r"logits must be a torch.Tensor of shape \(N, 1\) or \(N, 2\), got"),
-    (torch.zeros(3, 1, dtype=torch.long), "logits must be a floating-point tensor, got dtype "
-                                          "torch.int64"),
-    (torch.zeros(3), r"logits must have shape \(N, 1\) or \(N, 2\), got \(3,\)"),
-])
+@pytest.mark.parametrize(
+    "logits, match",
+    [
+        ([[0.0]], r"logits must be a torch.Tensor of shape \(N, 1\) or \(N, 2\), got"),
+        (
+            torch.zeros(3, 1, dtype=torch.long),
+            "logits must be a floating-point tensor, got dtype torch.int64",
+        ),
+        (torch.zeros(3), r"logits must have shape \(N, 1\) or \(N, 2\), got \(3,\)"),
+    ],
+)
 def test_class1_probability_rejects_bad_logits(logits, match):
     """Regression: a list raised AttributeError; int logits gave a sigmoid of integers."""
     with pytest.raises(ValueError, match=match):
@@ -191,21 +234,34 @@ def test_accuracy_and_decision_grid():
         accuracy(model, x, y[:3])
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda m, x, y: accuracy(m, x[:0], y[:0]), "at least one example, got N=0"),
-    (lambda m, x, y: accuracy(m, x, torch.tensor([0, 1, 2, 0])),
-     "y must hold the labels 0 and 1 only"),
-    (lambda m, x, y: accuracy(m, x.tolist(), y), r"x must be a torch.Tensor of shape"),
-    (lambda m, x, y: accuracy(m, x, y.tolist()), r"y must be a torch.Tensor of shape \(N,\)"),
-    (lambda m, x, y: accuracy("model", x, y), "model must be callable"),
-    (lambda m, x, y: decision_grid(m, x[:0]), "at least one point to span the grid, got N=0"),
-    (lambda m, x, y: decision_grid(m, x, margin=float("nan")),
-     "margin must be a finite number >= 0, got nan"),
-    (lambda m, x, y: decision_grid(m, x, margin=-1.0), "margin must be a finite number >= 0"),
-    (lambda m, x, y: decision_grid(m, x.long()), "x must be a floating-point tensor"),
-    (lambda m, x, y: decision_grid(m, x, resolution=0), "resolution must be a positive integer"),
-    (lambda m, x, y: decision_grid(m, x, resolution=2.5), "resolution must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda m, x, y: accuracy(m, x[:0], y[:0]), "at least one example, got N=0"),
+        (
+            lambda m, x, y: accuracy(m, x, torch.tensor([0, 1, 2, 0])),
+            "y must hold the labels 0 and 1 only",
+        ),
+        (lambda m, x, y: accuracy(m, x.tolist(), y), r"x must be a torch.Tensor of shape"),
+        (lambda m, x, y: accuracy(m, x, y.tolist()), r"y must be a torch.Tensor of shape \(N,\)"),
+        (lambda m, x, y: accuracy("model", x, y), "model must be callable"),
+        (lambda m, x, y: decision_grid(m, x[:0]), "at least one point to span the grid, got N=0"),
+        (
+            lambda m, x, y: decision_grid(m, x, margin=float("nan")),
+            "margin must be a finite number >= 0, got nan",
+        ),
+        (lambda m, x, y: decision_grid(m, x, margin=-1.0), "margin must be a finite number >= 0"),
+        (lambda m, x, y: decision_grid(m, x.long()), "x must be a floating-point tensor"),
+        (
+            lambda m, x, y: decision_grid(m, x, resolution=0),
+            "resolution must be a positive integer",
+        ),
+        (
+            lambda m, x, y: decision_grid(m, x, resolution=2.5),
+            "resolution must be a positive integer",
+        ),
+    ],
+)
 def test_accuracy_and_decision_grid_reject_bad_input(call, match):
     """Regression: N = 0 gave NaN (accuracy) or an IndexError (grid); labels 2 were counted
     as wrong; a NaN margin gave a grid of NaN; lists raised AttributeError."""

@@ -24,9 +24,17 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from clients.common import (SHOTS, checkout_copy, chromium, colab_venv_lock, free_port,
-                            jupyter_server, offline_page, require_colab_venv, unavailable)
+from clients.common import (
+    SHOTS,
+    checkout_copy,
+    chromium,
+    colab_venv_lock,
+    free_port,
+    jupyter_server,
+    offline_page,
+    require_colab_venv,
+    unavailable,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -48,20 +56,28 @@ def _env(tmp: Path, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "PYTHON"))}
     home = tmp / "home"
     home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(home / "config"),
-               JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTER_DATA_DIR=str(home / "data"),
-               PIP_DISABLE_PIP_VERSION_CHECK="1", PYDEVD_DISABLE_FILE_VALIDATION="1",
-               MPLBACKEND="Agg", **extra)
+    env.update(
+        HOME=str(home),
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        JUPYTER_DATA_DIR=str(home / "data"),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PYDEVD_DISABLE_FILE_VALIDATION="1",
+        MPLBACKEND="Agg",
+        **extra,
+    )
     return env
 
 
 # --- what is on the page: one vocabulary for both front ends --------------------------------
 
+
 class Front:
     """Selectors and commands of one front end."""
 
-    def __init__(self, name, *, handle, error_output, prompt_js, run_all_js, clear_js,
-                 kernel_idle_js):
+    def __init__(
+        self, name, *, handle, error_output, prompt_js, run_all_js, clear_js, kernel_idle_js
+    ):
         self.name, self.handle, self.error_output = name, handle, error_output
         self.prompt_js, self.run_all_js, self.clear_js = prompt_js, run_all_js, clear_js
         self.kernel_idle_js = kernel_idle_js
@@ -73,27 +89,27 @@ CLASSIC = Front(
     error_output=".output_error",
     # Every code cell's prompt number, as Notebook 6 keeps them (null: never run, '*': running).
     prompt_js="() => Jupyter.notebook.get_cells().filter(c => c.cell_type === 'code')"
-              ".map(c => c.input_prompt_number === undefined ? null : c.input_prompt_number)",
+    ".map(c => c.input_prompt_number === undefined ? null : c.input_prompt_number)",
     run_all_js="() => Jupyter.notebook.execute_all_cells()",
     clear_js="() => Jupyter.notebook.clear_all_output()",
     kernel_idle_js="() => !!(Jupyter.notebook.kernel && Jupyter.notebook.kernel.is_connected()"
-                   " && document.querySelector('#kernel_indicator_icon.kernel_idle_icon'))",
+    " && document.querySelector('#kernel_indicator_icon.kernel_idle_icon'))",
 )
 
 LAB = Front(
     "jupyterlab4-ipywidgets8",
     handle=".widget-hslider .noUi-handle",
     error_output='.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
-                 ' .jp-RenderedText:has-text("Traceback"), '
-                 '[data-mime-type="application/vnd.jupyter.error"]',
+    ' .jp-RenderedText:has-text("Traceback"), '
+    '[data-mime-type="application/vnd.jupyter.error"]',
     prompt_js="() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')]"
-              ".map(c => { const p = c.querySelector('.jp-InputPrompt').textContent.trim();"
-              " const m = p.match(/\\[(.*)\\]/); return m && m[1].trim() ? m[1].trim() : null; })",
+    ".map(c => { const p = c.querySelector('.jp-InputPrompt').textContent.trim();"
+    " const m = p.match(/\\[(.*)\\]/); return m && m[1].trim() ? m[1].trim() : null; })",
     run_all_js="() => window.jupyterapp.commands.execute('notebook:run-all-cells')",
     clear_js="() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')",
     kernel_idle_js="() => { const w = window.jupyterapp.shell.currentWidget;"
-                   " const s = w && w.sessionContext && w.sessionContext.session;"
-                   " return !!(s && s.kernel && s.kernel.status === 'idle'); }",
+    " const s = w && w.sessionContext && w.sessionContext.session;"
+    " return !!(s && s.kernel && s.kernel.status === 'idle'); }",
 )
 
 
@@ -101,13 +117,14 @@ def _run_all(page, front: Front) -> None:
     """Clear every output, run all cells, wait until each code cell has a prompt number."""
     page.wait_for_function(front.kernel_idle_js, timeout=120_000)
     page.evaluate(front.clear_js)
-    page.wait_for_function(f"() => ({front.prompt_js})().every(p => p === null)",
-                           timeout=30_000)
+    page.wait_for_function(f"() => ({front.prompt_js})().every(p => p === null)", timeout=30_000)
     page.evaluate(front.run_all_js)
     page.wait_for_function(
         f"() => {{ const p = ({front.prompt_js})();"
         " return p.length > 0 && p.every(x => x !== null && x !== '*'); }",
-        timeout=RUN_TIMEOUT_MS, polling=1000)
+        timeout=RUN_TIMEOUT_MS,
+        polling=1000,
+    )
     page.wait_for_function(front.kernel_idle_js, timeout=60_000)
     page.wait_for_timeout(1000)  # the last widget views render
 
@@ -125,8 +142,9 @@ def _picture(image) -> bytes:
     return image.screenshot(animations="disabled")
 
 
-def _assert_mouse_and_keyboard_move_the_figure(page, front: Front, shots: Path,
-                                                tag: str) -> list[str]:
+def _assert_mouse_and_keyboard_move_the_figure(
+    page, front: Front, shots: Path, tag: str
+) -> list[str]:
     """Drag the first slider's handle, then press keys on it; both change the readout and the
     picture. Returns the readouts seen, for the report."""
     handle, readout, figure, image = _figure_parts(page, front)
@@ -141,12 +159,16 @@ def _assert_mouse_and_keyboard_move_the_figure(page, front: Front, shots: Path,
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.down()
     # Drag to the far side of the track from where the handle is.
-    target = track["x"] + (track["width"] * 0.9 if box["x"] < track["x"] + track["width"] / 2
-                           else track["width"] * 0.1)
+    target = track["x"] + (
+        track["width"] * 0.9 if box["x"] < track["x"] + track["width"] / 2 else track["width"] * 0.1
+    )
     page.mouse.move(target, box["y"] + box["height"] / 2, steps=12)
     page.mouse.up()
-    page.wait_for_function("([el, old]) => el.textContent.trim() !== old",
-                           arg=[readout.element_handle(), seen[0]], timeout=10_000)
+    page.wait_for_function(
+        "([el, old]) => el.textContent.trim() !== old",
+        arg=[readout.element_handle(), seen[0]],
+        timeout=10_000,
+    )
     page.wait_for_timeout(800)  # ipywidgets 7: the kernel sends the new frame
     seen.append(readout.inner_text().strip())
     by_mouse = _picture(image)
@@ -156,8 +178,11 @@ def _assert_mouse_and_keyboard_move_the_figure(page, front: Front, shots: Path,
     handle.focus()
     key = "ArrowLeft" if target > track["x"] + track["width"] / 2 else "ArrowRight"
     page.keyboard.press(key)
-    page.wait_for_function("([el, old]) => el.textContent.trim() !== old",
-                           arg=[readout.element_handle(), seen[-1]], timeout=10_000)
+    page.wait_for_function(
+        "([el, old]) => el.textContent.trim() !== old",
+        arg=[readout.element_handle(), seen[-1]],
+        timeout=10_000,
+    )
     page.wait_for_timeout(800)
     seen.append(readout.inner_text().strip())
     by_key = _picture(image)
@@ -179,13 +204,18 @@ def _assert_no_errors(page, front: Front, console) -> None:
     assert "Error displaying widget" not in body
     errors = page.locator(front.error_output)
     assert errors.count() == 0, f"a cell raised:\n{errors.first.inner_text()[:2000]}"
-    widget_errors = [text for kind, text in console if kind == "error"
-                     and ("widget" in text.lower() or "model" in text.lower())
-                     and not (front is CLASSIC and SAVED_STATE in text)]
+    widget_errors = [
+        text
+        for kind, text in console
+        if kind == "error"
+        and ("widget" in text.lower() or "model" in text.lower())
+        and not (front is CLASSIC and SAVED_STATE in text)
+    ]
     assert widget_errors == [], widget_errors
 
 
 # --- Notebook 6.5 + ipywidgets 7 -------------------------------------------------------------
+
 
 @pytest.fixture
 def colab_alone():
@@ -197,22 +227,39 @@ def colab_alone():
 
 def test_notebook6_with_ipywidgets7_runs_a_chapter_and_its_slider_moves(tmp_path, colab_alone):
     python = colab_alone
-    subprocess.run([python, "-m", "pip", "uninstall", "--quiet", "--yes",
-                    "attention-book-helpers"], check=True, capture_output=True)
+    subprocess.run(
+        [python, "-m", "pip", "uninstall", "--quiet", "--yes", "attention-book-helpers"],
+        check=True,
+        capture_output=True,
+    )
     work = _workdir(tmp_path)
     env = _env(tmp_path, HELPERS_SOURCE=str(checkout_copy(tmp_path / "checkout")))
     port = free_port()
-    argv = [str(python), "-m", "notebook", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-            "--NotebookApp.token=", "--NotebookApp.password=", f"--notebook-dir={work}",
-            "--NotebookApp.open_browser=False", "--allow-root"]
+    argv = [
+        str(python),
+        "-m",
+        "notebook",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        "--NotebookApp.token=",
+        "--NotebookApp.password=",
+        f"--notebook-dir={work}",
+        "--NotebookApp.open_browser=False",
+        "--allow-root",
+    ]
     shots = SHOTS
     shots.mkdir(parents=True, exist_ok=True)
-    with jupyter_server(argv, cwd=work, env=env, port=port, log=tmp_path / "server.log") as url, \
-            chromium() as browser:
+    with (
+        jupyter_server(argv, cwd=work, env=env, port=port, log=tmp_path / "server.log") as url,
+        chromium() as browser,
+    ):
         page, external, console = offline_page(browser)
         page.goto(f"{url}/notebooks/{CHAPTER}", wait_until="load")
-        page.wait_for_function("() => window.Jupyter && Jupyter.notebook &&"
-                               " Jupyter.notebook._fully_loaded", timeout=60_000)
+        page.wait_for_function(
+            "() => window.Jupyter && Jupyter.notebook && Jupyter.notebook._fully_loaded",
+            timeout=60_000,
+        )
         _run_all(page, CLASSIC)
         page.screenshot(path=str(shots / f"{CLASSIC.name}-page.png"))
         _assert_no_errors(page, CLASSIC, console)
@@ -226,6 +273,7 @@ def test_notebook6_with_ipywidgets7_runs_a_chapter_and_its_slider_moves(tmp_path
 
 
 # --- JupyterLab 4 + ipywidgets 8 -------------------------------------------------------------
+
 
 def _lab_python() -> Path:
     python = ROOT / ".venv" / "bin" / "python"
@@ -243,26 +291,43 @@ def _lab(tmp: Path):
     settings.mkdir(parents=True)
     # Render every cell (Lab 4 otherwise renders only the cells in view).
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    env = _env(tmp, JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp / "lab-workspaces"))
+    env = _env(
+        tmp,
+        JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "lab-workspaces"),
+    )
     port = free_port()
-    argv = [str(python), "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}", "--IdentityProvider.token=", "--ServerApp.password=",
-            f"--ServerApp.root_dir={work}", "--LabApp.expose_app_in_browser=True",
-            "--LabApp.news_url=", "--LabApp.check_for_updates_class="
-            "jupyterlab.NeverCheckForUpdate", "--allow-root"]
+    argv = [
+        str(python),
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--IdentityProvider.token=",
+        "--ServerApp.password=",
+        f"--ServerApp.root_dir={work}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.news_url=",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--allow-root",
+    ]
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with jupyter_server(argv, cwd=work, env=env, port=port, log=tmp / "server.log") as url, \
-            chromium() as browser:
+    with (
+        jupyter_server(argv, cwd=work, env=env, port=port, log=tmp / "server.log") as url,
+        chromium() as browser,
+    ):
         yield python, env, work, url, browser
 
 
 def _open_in_lab(page, url: str) -> None:
     page.goto(f"{url}/lab/tree/{CHAPTER}", wait_until="load")
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                           " && window.jupyterapp.shell.currentWidget.content"
-                           " && window.jupyterapp.shell.currentWidget.context.isReady",
-                           timeout=90_000)
+    page.wait_for_function(
+        "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+        " && window.jupyterapp.shell.currentWidget.content"
+        " && window.jupyterapp.shell.currentWidget.context.isReady",
+        timeout=90_000,
+    )
     page.wait_for_timeout(1500)
 
 
@@ -283,8 +348,11 @@ def test_jupyterlab4_with_ipywidgets8_runs_a_chapter_and_its_slider_moves(tmp_pa
 def _png_outputs(path: Path) -> int:
     """How many outputs of the notebook at ``path`` carry an ``image/png``."""
     nb = json.loads(path.read_text())
-    return sum("image/png" in output.get("data", {})
-               for cell in nb["cells"] for output in cell.get("outputs", []))
+    return sum(
+        "image/png" in output.get("data", {})
+        for cell in nb["cells"]
+        for output in cell.get("outputs", [])
+    )
 
 
 def test_jupyterlab4_shows_an_executed_chapter_without_running_it(tmp_path):
@@ -304,18 +372,24 @@ def test_jupyterlab4_shows_an_executed_chapter_without_running_it(tmp_path):
         pictures = page.locator(".jp-OutputArea-output img").count()
         assert pictures == _png_outputs(work / CHAPTER), (
             f"untrusted: {pictures} pictures shown, expected one per image/png output "
-            f"(static figures and live figures' first frames)")
+            f"(static figures and live figures' first frames)"
+        )
         page.close()
 
-        subprocess.run([python, "-m", "jupyter", "trust", str(work / CHAPTER)], env=env,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [python, "-m", "jupyter", "trust", str(work / CHAPTER)],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         page, external, console = offline_page(browser)
         _open_in_lab(page, url)
         page.wait_for_selector(LAB.handle, timeout=60_000)
         page.screenshot(path=str(SHOTS / "jupyterlab4-trusted-not-run-page.png"))
         prompts = page.evaluate(LAB.prompt_js)
-        seen = _assert_mouse_and_keyboard_move_the_figure(page, LAB, SHOTS,
-                                                          "jupyterlab4-trusted-not-run")
+        seen = _assert_mouse_and_keyboard_move_the_figure(
+            page, LAB, SHOTS, "jupyterlab4-trusted-not-run"
+        )
         _assert_no_errors(page, LAB, console)
         # Nothing was run in this session: the prompts are the saved ones.
         assert page.evaluate(LAB.prompt_js) == prompts

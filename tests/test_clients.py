@@ -21,9 +21,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
-
 from clients.common import ROOT, checkout_copy, colab_venv_lock, require_colab_venv
+from nbclient import NotebookClient
 
 pytestmark = pytest.mark.slow
 
@@ -33,8 +32,9 @@ INSTALLED_LINE = re.compile(r"^Installed attention-book-helpers [\w.]+ in \d+ s\
 
 
 def _freeze(python: Path) -> dict[str, str]:
-    out = subprocess.run([python, "-m", "pip", "list", "--format=json"], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [python, "-m", "pip", "list", "--format=json"], check=True, capture_output=True, text=True
+    ).stdout
     return {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(out)}
 
 
@@ -43,17 +43,30 @@ def colab(tmp_path_factory):
     """The Colab-like venv with the helpers removed, a kernelspec for it, and what it held."""
     python = require_colab_venv()
     with colab_venv_lock():
-        subprocess.run([python, "-m", "pip", "uninstall", "--quiet", "--yes", OWN], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [python, "-m", "pip", "uninstall", "--quiet", "--yes", OWN],
+            check=True,
+            capture_output=True,
+        )
         tmp = tmp_path_factory.mktemp("colab")
         spec = tmp / "jupyter" / "kernels" / "colab-like"
         spec.mkdir(parents=True)
-        (spec / "kernel.json").write_text(json.dumps({
-            "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "Colab-like (ipywidgets 7.7.1)", "language": "python"}))
-        state = {"python": python, "jupyter_path": str(tmp / "jupyter"),
-                 "source": checkout_copy(tmp / "checkout"), "before": _freeze(python),
-                 "bootstrap_lines": []}
+        (spec / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": "Colab-like (ipywidgets 7.7.1)",
+                    "language": "python",
+                }
+            )
+        )
+        state = {
+            "python": python,
+            "jupyter_path": str(tmp / "jupyter"),
+            "source": checkout_copy(tmp / "checkout"),
+            "before": _freeze(python),
+            "bootstrap_lines": [],
+        }
         yield state
 
 
@@ -61,11 +74,25 @@ def test_resolver_keeps_every_preinstalled_package(colab, tmp_path):
     """``pip install --dry-run --report`` of the helpers, with no constraints at all: the
     package's own requirements admit Colab's versions, so pip would add only the helpers."""
     report = tmp_path / "report.json"
-    subprocess.run([colab["python"], "-m", "pip", "install", "--quiet", "--dry-run",
-                    "--report", str(report), str(colab["source"])], check=True,
-                   capture_output=True)
-    installs = {i["metadata"]["name"]: i["metadata"]["version"]
-                for i in json.loads(report.read_text())["install"]}
+    subprocess.run(
+        [
+            colab["python"],
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--dry-run",
+            "--report",
+            str(report),
+            str(colab["source"]),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    installs = {
+        i["metadata"]["name"]: i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
     assert list(installs) == [OWN], f"pip would also install or replace: {installs}"
 
 
@@ -76,15 +103,24 @@ def test_notebook_runs_in_a_colab_like_kernel(colab, path, monkeypatch):
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # ipykernel 6.17 on 3.11
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="colab-like", store_widget_state=True,
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="colab-like",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     client.execute()  # raises CellExecutionError, naming the cell, on any error
 
-    printed = "".join(o.get("text", "") for o in nb.cells[0].outputs
-                      if o.output_type == "stream")
+    printed = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.output_type == "stream")
     colab["bootstrap_lines"] += [line for line in printed.splitlines() if line]
-    kinds = {m["model_name"] for m in nb.metadata.get("widgets", {}).get(
-        "application/vnd.jupyter.widget-state+json", {}).get("state", {}).values()}
+    kinds = {
+        m["model_name"]
+        for m in nb.metadata.get("widgets", {})
+        .get("application/vnd.jupyter.widget-state+json", {})
+        .get("state", {})
+        .values()
+    }
     if kinds:  # live figures on ipywidgets 7: a slider and one Image, never a Stack
         assert "StackModel" not in kinds
         assert {"SelectionSliderModel", "ImageModel"} <= kinds, kinds

@@ -10,9 +10,16 @@ from hypothesis import strategies as st
 from torch.nn import functional as F
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.efficient import (OnlineSoftmaxState, elu_feature_map, linear_attention,
-                               naive_attention, online_softmax, online_softmax_update,
-                               taylor_feature_map, tiled_attention)
+from helpers.efficient import (
+    OnlineSoftmaxState,
+    elu_feature_map,
+    linear_attention,
+    naive_attention,
+    online_softmax,
+    online_softmax_update,
+    taylor_feature_map,
+    tiled_attention,
+)
 from helpers.masks import causal_mask
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
@@ -23,8 +30,13 @@ def close(actual, expected, dtype=torch.float32):
 
 
 # ---------------------------------------------------------------- online softmax
-@given(rows=st.integers(1, 4), cols=st.integers(1, 40), block=st.integers(1, 50),
-       spread=st.sampled_from([1.0, 30.0, 1e4]), seed=st.integers(0, 2**16))
+@given(
+    rows=st.integers(1, 4),
+    cols=st.integers(1, 40),
+    block=st.integers(1, 50),
+    spread=st.sampled_from([1.0, 30.0, 1e4]),
+    seed=st.integers(0, 2**16),
+)
 def test_online_softmax_equals_softmax(rows, cols, block, spread, seed):
     gen = torch.Generator().manual_seed(seed)
     scores = (torch.rand(rows, cols, generator=gen, dtype=torch.float64) * 2 - 1) * spread
@@ -40,9 +52,9 @@ def test_online_softmax_large_scores_float32_and_dim():
 
 def test_online_softmax_neg_inf_entries_and_rows():
     inf = float("inf")
-    scores = torch.tensor([[0.5, -inf, 2.0, -inf],
-                           [-inf, -inf, -inf, -inf],
-                           [-inf, -inf, -inf, 3.0]])
+    scores = torch.tensor(
+        [[0.5, -inf, 2.0, -inf], [-inf, -inf, -inf, -inf], [-inf, -inf, -inf, 3.0]]
+    )
     weights = online_softmax(scores, block_size=2)
     assert not weights.isnan().any()
     close(weights[0], torch.softmax(scores[0], -1))
@@ -75,8 +87,9 @@ def qkv(shape_q, shape_k, dv, dtype=torch.float32, seed=0):
 def test_tiled_and_naive_equal_sdpa(dtype, is_causal, num_queries, num_keys, query_block_size):
     q, k, v = qkv((2, 3, num_queries, 8), (2, 3, num_keys, 8), 5, dtype)
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
-    out = tiled_attention(q, k, v, is_causal=is_causal, block_size=7,
-                          query_block_size=query_block_size)
+    out = tiled_attention(
+        q, k, v, is_causal=is_causal, block_size=7, query_block_size=query_block_size
+    )
     assert out.shape == (2, 3, num_queries, 5)
     close(out, expected, dtype)
     close(naive_attention(q, k, v, is_causal=is_causal), expected, dtype)
@@ -105,8 +118,14 @@ def test_tiled_mask_and_causal_combined_and_broadcast_leading_axes():
     close(naive_attention(q, k, v, mask=mask, is_causal=True), expected)
 
 
-@given(num_queries=st.integers(1, 20), num_keys=st.integers(1, 20), dim=st.integers(1, 6),
-       block=st.integers(1, 25), causal=st.booleans(), seed=st.integers(0, 2**16))
+@given(
+    num_queries=st.integers(1, 20),
+    num_keys=st.integers(1, 20),
+    dim=st.integers(1, 6),
+    block=st.integers(1, 25),
+    causal=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_tiled_property(num_queries, num_keys, dim, block, causal, seed):
     q, k, v = qkv((2, num_queries, dim), (2, num_keys, dim), 3, torch.float64, seed)
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -126,10 +145,10 @@ def test_tiled_gradients_stay_finite_and_match_sdpa_with_a_fully_masked_query():
     q, k, v = (t.requires_grad_() for t in qkv((2, 6, 4), (2, 7, 4), 3, torch.float64, seed=8))
     mask = torch.ones(6, 7, dtype=torch.bool)
     mask[2] = False
-    grads = torch.autograd.grad(tiled_attention(q, k, v, mask=mask, block_size=3).sum(),
-                                (q, k, v))
+    grads = torch.autograd.grad(tiled_attention(q, k, v, mask=mask, block_size=3).sum(), (q, k, v))
     expected = torch.autograd.grad(
-        F.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum(), (q, k, v))
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum(), (q, k, v)
+    )
     for g, e in zip(grads, expected):
         assert torch.isfinite(g).all()
         close(g, e, torch.float64)
@@ -158,8 +177,11 @@ def explicit_kernel_attention(q, k, v, causal):
 @pytest.mark.parametrize("causal", [False, True])
 def test_linear_attention_equals_explicit_form(causal):
     q, k, v = qkv((2, 3, 11, 6), (2, 3, 11, 6), 5, torch.float64)
-    close(linear_attention(q, k, v, causal=causal), explicit_kernel_attention(q, k, v, causal),
-          torch.float64)
+    close(
+        linear_attention(q, k, v, causal=causal),
+        explicit_kernel_attention(q, k, v, causal),
+        torch.float64,
+    )
 
 
 def test_linear_attention_cross_and_errors():
@@ -176,8 +198,9 @@ def test_naive_attention_is_the_core_and_tiled_equals_it(dtype):
     mask = torch.rand(2, 1, 9, 11, generator=torch.Generator().manual_seed(12)) > 0.4
     mask[1, 0, 3] = False  # a query with no key
     for kwargs in (dict(), dict(mask=mask), dict(scale=0.3), dict(mask=mask, scale=1.0)):
-        expected, _ = scaled_dot_product_attention(q, k, v, kwargs.get("mask"),
-                                                   scale=kwargs.get("scale"))
+        expected, _ = scaled_dot_product_attention(
+            q, k, v, kwargs.get("mask"), scale=kwargs.get("scale")
+        )
         assert torch.equal(naive_attention(q, k, v, **kwargs), expected)
         close(tiled_attention(q, k, v, block_size=4, **kwargs), expected, dtype)
     expected, _ = scaled_dot_product_attention(q, k, v, causal_mask(9, 11))
@@ -204,8 +227,11 @@ def test_attention_rejects_bad_tensors(fn):
 @pytest.mark.parametrize("fn", [naive_attention, tiled_attention])
 def test_attention_rejects_bad_masks_and_flags(fn):
     q, k, v = qkv((2, 4, 8), (2, 5, 8), 3)
-    with pytest.raises(ValueError, match=r"mask of shape \(2, 2, 4, 5\) must broadcast to the "
-                                         r"scores' shape \(2, 4, 5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"mask of shape \(2, 2, 4, 5\) must broadcast to the "
+        r"scores' shape \(2, 4, 5\)",
+    ):
         fn(q, k, v, mask=torch.ones(2, 2, 4, 5, dtype=torch.bool))  # would add an axis
     with pytest.raises(ValueError, match="mask of shape"):
         fn(q, k, v, mask=torch.ones(4, 4, dtype=torch.bool), is_causal=True)
@@ -226,16 +252,19 @@ def test_tiled_rejects_bad_block_sizes():
                 tiled_attention(q, k, v, **{name: bad})
 
 
-@pytest.mark.parametrize("num_queries, num_keys, dim, dv", [(0, 5, 4, 3), (4, 0, 4, 3),
-                                                           (4, 5, 0, 3), (4, 5, 4, 0)])
+@pytest.mark.parametrize(
+    "num_queries, num_keys, dim, dv", [(0, 5, 4, 3), (4, 0, 4, 3), (4, 5, 0, 3), (4, 5, 4, 0)]
+)
 def test_empty_axes_match_the_core(num_queries, num_keys, dim, dv):
     q, k, v = qkv((2, num_queries, dim), (2, num_keys, dim), dv, torch.float64)
     for is_causal in (False, True):
         mask = causal_mask(num_queries, num_keys) if is_causal else None
         expected, _ = scaled_dot_product_attention(q, k, v, mask)  # no key: zeros
         assert expected.shape == (2, num_queries, dv)
-        for out in (naive_attention(q, k, v, is_causal=is_causal),
-                    tiled_attention(q, k, v, is_causal=is_causal, block_size=2)):
+        for out in (
+            naive_attention(q, k, v, is_causal=is_causal),
+            tiled_attention(q, k, v, is_causal=is_causal, block_size=2),
+        ):
             assert out.shape == expected.shape and not out.isnan().any()
             close(out, expected, torch.float64)
     out = linear_attention(q, k, v)
@@ -273,11 +302,17 @@ def test_taylor_feature_map_is_the_second_order_taylor_kernel():
     close(phi_q @ phi_k.transpose(-2, -1), 1 + s + s**2 / 2, torch.float64)
     assert bool(phi_q.min() < 0)  # negative features, yet linear_attention accepts the map
     similarity = 1 + s + s**2 / 2
-    close(linear_attention(q, k, v, feature_map=taylor_feature_map),
-          similarity @ v / similarity.sum(-1, keepdim=True), torch.float64)
+    close(
+        linear_attention(q, k, v, feature_map=taylor_feature_map),
+        similarity @ v / similarity.sum(-1, keepdim=True),
+        torch.float64,
+    )
     masked = similarity * causal_mask(7)
-    close(linear_attention(q, k, v, feature_map=taylor_feature_map, causal=True),
-          masked @ v / masked.sum(-1, keepdim=True), torch.float64)
+    close(
+        linear_attention(q, k, v, feature_map=taylor_feature_map, causal=True),
+        masked @ v / masked.sum(-1, keepdim=True),
+        torch.float64,
+    )
     with pytest.raises(ValueError, match="x must be a floating-point tensor"):
         taylor_feature_map(torch.arange(3))
 
@@ -311,8 +346,11 @@ def test_online_softmax_state_rejects_bad_input():
     state = OnlineSoftmaxState.empty((2, 1))
     with pytest.raises(ValueError, match="state must be an OnlineSoftmaxState"):
         online_softmax_update((state.max, state.sum), torch.zeros(2, 3))
-    with pytest.raises(ValueError, match=r"state of shape \(2, 1\) does not fit block of shape "
-                                         r"\(3, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"state of shape \(2, 1\) does not fit block of shape "
+        r"\(3, 4\)",
+    ):
         online_softmax_update(state, torch.zeros(3, 4))  # would broadcast to (3, 1)
     with pytest.raises(ValueError, match="block must be a floating-point tensor"):
         online_softmax_update(state, torch.zeros(2, 3, dtype=torch.long))

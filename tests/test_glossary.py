@@ -77,7 +77,8 @@ def test_every_term_has_its_own_id():
     shared = {ident: terms for ident, terms in term_ids().items() if len(terms) > 1}
     assert not shared, (
         f"glossary terms with the same id (Sphinx numbers the second, no link can name it): "
-        f"{shared}")
+        f"{shared}"
+    )
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
@@ -85,18 +86,25 @@ def test_chapter_links_its_terms(path):
     terms = {fragment for _, fragment in glossary_links(path)}
     assert len(terms) >= 3, (
         f"{path.name}: link the terms it defines to the glossary, "
-        "[text](../book/glossary.md#term-...)")
+        "[text](../book/glossary.md#term-...)"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_glossary_links_name_real_terms(path):
     ids = term_ids()
-    unknown = sorted({f"[{label}](...#{fragment})" for label, fragment in glossary_links(path)
-                      if fragment not in ids})
+    unknown = sorted(
+        {
+            f"[{label}](...#{fragment})"
+            for label, fragment in glossary_links(path)
+            if fragment not in ids
+        }
+    )
     assert not unknown, (
         f"{path.name}: glossary links to no term of book/glossary.md: {unknown} (the fragment "
         "is term- plus the term as an id: `python book/tools/myst_links.py` writes it from "
-        "{term}`text <term>`)")
+        "{term}`text <term>`)"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])

@@ -10,8 +10,16 @@ from hypothesis import strategies as st
 from torch.nn import functional as F
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.hopfield import (energy, hebbian_weights, hopfield_weights, modern_energy,
-                              modern_hopfield_update, projection_weights, recall, retrieve)
+from helpers.hopfield import (
+    energy,
+    hebbian_weights,
+    hopfield_weights,
+    modern_energy,
+    modern_hopfield_update,
+    projection_weights,
+    recall,
+    retrieve,
+)
 from helpers.tasks.hopfield import DIGITS, capacity_curve, corrupt, digit_patterns
 
 
@@ -59,8 +67,9 @@ def test_projection_rule_stores_the_ten_digits_and_equals_hebbian_when_orthogona
         assert int((final == digits).all(-1).sum()) == expected
     hadamard = torch.tensor([[1.0, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]])
     for count in range(1, 4):
-        torch.testing.assert_close(projection_weights(hadamard[:count]),
-                                   hebbian_weights(hadamard[:count]))
+        torch.testing.assert_close(
+            projection_weights(hadamard[:count]), hebbian_weights(hadamard[:count])
+        )
     assert bool((projection_weights(hadamard).abs() < 1e-6).all())  # P = N: the identity, zeroed
 
 
@@ -80,13 +89,18 @@ def test_energy_batch_and_single():
     assert energy(weights, patterns).shape == (2,)
 
 
-@given(num_units=st.integers(2, 24), count=st.integers(1, 6), seed=st.integers(0, 2**16),
-       steps=st.integers(1, 4))
+@given(
+    num_units=st.integers(2, 24),
+    count=st.integers(1, 6),
+    seed=st.integers(0, 2**16),
+    steps=st.integers(1, 4),
+)
 def test_async_recall_never_raises_energy(num_units, count, seed, steps):
     weights = hebbian_weights(random_patterns(count, num_units, seed))
     start = random_patterns(3, num_units, seed + 1)  # three states side by side
-    final, energies = recall(weights, start, steps, mode="async",
-                             generator=torch.Generator().manual_seed(seed))
+    final, energies = recall(
+        weights, start, steps, mode="async", generator=torch.Generator().manual_seed(seed)
+    )
     assert energies.shape == (steps + 1, 3)
     assert bool((energies[1:] <= energies[:-1] + 1e-12).all())
     torch.testing.assert_close(energies[-1], energy(weights, final))
@@ -98,8 +112,7 @@ def test_recall_is_seeded_and_repairs_a_corrupted_pattern():
     weights = hebbian_weights(patterns)
     noisy = corrupt(patterns[1], 0.15, torch.Generator().manual_seed(3))
     assert int((noisy != patterns[1]).sum()) == 15
-    runs = [recall(weights, noisy, 5, generator=torch.Generator().manual_seed(4))
-            for _ in range(2)]
+    runs = [recall(weights, noisy, 5, generator=torch.Generator().manual_seed(4)) for _ in range(2)]
     assert torch.equal(runs[0][0], runs[1][0])
     assert torch.equal(runs[0][0], patterns[1])
     final, energies = recall(weights, noisy, 5, mode="sync")
@@ -156,10 +169,15 @@ def test_large_beta_retrieves_nearest_digit_small_beta_gives_mean():
     stored = digits.T  # X (N, P)
     noisy = corrupt(digits, 3 / 35, torch.Generator().manual_seed(10))  # (10, N), 3 bits off
     assert torch.equal((noisy @ stored).argmax(dim=-1), torch.arange(10))  # still nearest
-    torch.testing.assert_close(retrieve(stored, noisy, beta=8.0, steps=1), digits,
-                               atol=1e-3, rtol=0)
-    torch.testing.assert_close(retrieve(stored, noisy, beta=1e-4, steps=3),
-                               digits.mean(0).expand(10, -1), atol=1e-3, rtol=0)
+    torch.testing.assert_close(
+        retrieve(stored, noisy, beta=8.0, steps=1), digits, atol=1e-3, rtol=0
+    )
+    torch.testing.assert_close(
+        retrieve(stored, noisy, beta=1e-4, steps=3),
+        digits.mean(0).expand(10, -1),
+        atol=1e-3,
+        rtol=0,
+    )
 
 
 def test_modern_update_never_raises_energy():
@@ -170,8 +188,11 @@ def test_modern_update_never_raises_energy():
         state = xi
         for _ in range(4):
             new = modern_hopfield_update(stored, state, beta)
-            assert bool((modern_energy(stored, new, beta) <= modern_energy(stored, state, beta)
-                         + 1e-12).all())
+            assert bool(
+                (
+                    modern_energy(stored, new, beta) <= modern_energy(stored, state, beta) + 1e-12
+                ).all()
+            )
             state = new
 
 
@@ -181,12 +202,15 @@ def test_modern_shape_errors():
 
 
 # ---------------------------------------------------------------- bad input
-@pytest.mark.parametrize("patterns, match", [
-    ([[1.0, -1.0]], "patterns must be a torch.Tensor"),
-    (torch.ones(2, 0), "non-empty tensor of -1 and \\+1"),
-    (torch.ones(2, 3, dtype=torch.bool), "non-empty tensor of -1 and \\+1"),
-    (torch.ones(2, 2, 3), r"patterns must have shape \(P, N\)"),
-])
+@pytest.mark.parametrize(
+    "patterns, match",
+    [
+        ([[1.0, -1.0]], "patterns must be a torch.Tensor"),
+        (torch.ones(2, 0), "non-empty tensor of -1 and \\+1"),
+        (torch.ones(2, 3, dtype=torch.bool), "non-empty tensor of -1 and \\+1"),
+        (torch.ones(2, 2, 3), r"patterns must have shape \(P, N\)"),
+    ],
+)
 def test_hebbian_weights_rejects_bad_patterns(patterns, match):
     with pytest.raises(ValueError, match=match):
         hebbian_weights(patterns)
@@ -207,11 +231,14 @@ def test_energy_rejects_bad_weights_and_states():
         energy(weights, torch.ones(5, dtype=torch.bool))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(steps=-1), "steps must be a non-negative integer"),
-    (dict(steps=2.0), "steps must be a non-negative integer"),
-    (dict(generator=0), "generator must be a torch.Generator or None"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(steps=-1), "steps must be a non-negative integer"),
+        (dict(steps=2.0), "steps must be a non-negative integer"),
+        (dict(generator=0), "generator must be a torch.Generator or None"),
+    ],
+)
 def test_recall_rejects_bad_steps_and_generators(kwargs, match):
     weights = hebbian_weights(random_patterns(2, 5, seed=13))
     with pytest.raises(ValueError, match=match):
@@ -271,15 +298,18 @@ def test_corrupt_rejects_bad_patterns_and_generators():
         corrupt(torch.ones(4), 0.5, generator=3)
 
 
-@pytest.mark.parametrize("args, kwargs, match", [
-    ((0, [2]), {}, "num_units must be a positive integer"),
-    ((10, [2, 0]), {}, "every entry of pattern_counts must be a positive integer"),
-    ((10, 2), {}, "pattern_counts must be a sequence of positive integers"),
-    ((10, [2]), {"trials": 0}, "trials must be a positive integer"),
-    ((10, [2]), {"steps": -1}, "steps must be a non-negative integer"),
-    ((10, [2]), {"tolerance": 1.5}, "tolerance must be a finite number in"),
-    ((10, [2]), {"generator": 1}, "generator must be a torch.Generator or None"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, match",
+    [
+        ((0, [2]), {}, "num_units must be a positive integer"),
+        ((10, [2, 0]), {}, "every entry of pattern_counts must be a positive integer"),
+        ((10, 2), {}, "pattern_counts must be a sequence of positive integers"),
+        ((10, [2]), {"trials": 0}, "trials must be a positive integer"),
+        ((10, [2]), {"steps": -1}, "steps must be a non-negative integer"),
+        ((10, [2]), {"tolerance": 1.5}, "tolerance must be a finite number in"),
+        ((10, [2]), {"generator": 1}, "generator must be a torch.Generator or None"),
+    ],
+)
 def test_capacity_curve_rejects_bad_arguments(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         capacity_curve(*args, **kwargs)

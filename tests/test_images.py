@@ -27,8 +27,7 @@ def test_image_to_patches_matches_unfold(channels, patch, rows, cols):
     unfolded = F.unfold(images, patch, stride=patch).transpose(1, 2)  # (B, N, C*P*P)
     reordered = unfolded.reshape(2, rows * cols, channels, patch * patch).transpose(2, 3)
     torch.testing.assert_close(patches, reordered.reshape(2, rows * cols, -1))
-    torch.testing.assert_close(patches_to_image(patches, patch, rows * patch, cols * patch),
-                               images)
+    torch.testing.assert_close(patches_to_image(patches, patch, rows * patch, cols * patch), images)
 
 
 def test_patches_keep_any_dtype():
@@ -55,18 +54,36 @@ def test_patches_reject_bad_sizes():
         patches_to_image(torch.randn(5, 12), 2, 4, 4)
 
 
-@pytest.mark.parametrize("call, pattern", [
-    (lambda: image_to_patches(torch.zeros(1, 4, 4), 0), "patch_size must be a positive integer"),
-    (lambda: image_to_patches(torch.zeros(1, 4, 4), 2.0), "patch_size must be a positive integer"),
-    (lambda: image_to_patches(torch.zeros(1, 4, 4), True), "patch_size must be a positive integer"),
-    (lambda: image_to_patches([[[0.0]]], 1), r"image must be a torch.Tensor of shape \(C, H, W\)"),
-    (lambda: patches_to_image(torch.zeros(4, 4), 2, 0, 4), "height must be a positive integer"),
-    (lambda: patches_to_image(torch.zeros(4, 4), 2, 4, -4), "width must be a positive integer"),
-    (lambda: patches_to_image(torch.zeros(4, 4), 3, 4, 4), "multiples of patch_size=3"),
-    (lambda: patches_to_image(torch.zeros(4, 6), 2, 4, 4), r"patches must have shape"),
-    (lambda: patches_to_image(torch.zeros(4, 0), 2, 4, 4), r"C >= 1, got \(4, 0\)"),
-    (lambda: patches_to_image([[0.0] * 4] * 4, 2, 4, 4), r"patches must have shape .* got list"),
-])
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (
+            lambda: image_to_patches(torch.zeros(1, 4, 4), 0),
+            "patch_size must be a positive integer",
+        ),
+        (
+            lambda: image_to_patches(torch.zeros(1, 4, 4), 2.0),
+            "patch_size must be a positive integer",
+        ),
+        (
+            lambda: image_to_patches(torch.zeros(1, 4, 4), True),
+            "patch_size must be a positive integer",
+        ),
+        (
+            lambda: image_to_patches([[[0.0]]], 1),
+            r"image must be a torch.Tensor of shape \(C, H, W\)",
+        ),
+        (lambda: patches_to_image(torch.zeros(4, 4), 2, 0, 4), "height must be a positive integer"),
+        (lambda: patches_to_image(torch.zeros(4, 4), 2, 4, -4), "width must be a positive integer"),
+        (lambda: patches_to_image(torch.zeros(4, 4), 3, 4, 4), "multiples of patch_size=3"),
+        (lambda: patches_to_image(torch.zeros(4, 6), 2, 4, 4), r"patches must have shape"),
+        (lambda: patches_to_image(torch.zeros(4, 0), 2, 4, 4), r"C >= 1, got \(4, 0\)"),
+        (
+            lambda: patches_to_image([[0.0] * 4] * 4, 2, 4, 4),
+            r"patches must have shape .* got list",
+        ),
+    ],
+)
 def test_patches_reject_bad_arguments(call, pattern):
     """Regression: zero channels failed in reshape with a RuntimeError."""
     with pytest.raises(ValueError, match=pattern):

@@ -24,9 +24,10 @@ def kernel_ratio(queries, keys, values, w=1.0):
 
 # --- gaussian_kernel -------------------------------------------------------------------
 
+
 def test_gaussian_kernel_values():
     u = torch.tensor([0.0, 1.0, -2.0], dtype=torch.float64)
-    expected = torch.exp(-u**2 / 2) / math.sqrt(2 * math.pi)
+    expected = torch.exp(-(u**2) / 2) / math.sqrt(2 * math.pi)
     torch.testing.assert_close(gaussian_kernel(u), expected)
     assert gaussian_kernel(0.0).item() == pytest.approx(1 / math.sqrt(2 * math.pi))
     assert gaussian_kernel(torch.tensor([1, 2])).dtype == torch.get_default_dtype()
@@ -40,9 +41,13 @@ def test_gaussian_kernel_is_a_density():
 
 # --- nadaraya_watson: weights ------------------------------------------------------------
 
+
 @settings(max_examples=60, deadline=None)
-@given(queries=st.lists(finite, min_size=1, max_size=8),
-       keys=st.lists(finite, min_size=1, max_size=8), w=positive_w)
+@given(
+    queries=st.lists(finite, min_size=1, max_size=8),
+    keys=st.lists(finite, min_size=1, max_size=8),
+    w=positive_w,
+)
 def test_weights_are_a_distribution(queries, keys, w):
     q = torch.tensor(queries, dtype=torch.float64)
     k = torch.tensor(keys, dtype=torch.float64)
@@ -71,9 +76,11 @@ def test_stable_for_huge_distances():
 
 
 @settings(max_examples=40, deadline=None)
-@given(queries=st.lists(finite, min_size=1, max_size=6),
-       keys=st.lists(st.floats(-5, 5), min_size=1, max_size=6),
-       w=st.floats(min_value=0.05, max_value=2.0))
+@given(
+    queries=st.lists(finite, min_size=1, max_size=6),
+    keys=st.lists(st.floats(-5, 5), min_size=1, max_size=6),
+    w=st.floats(min_value=0.05, max_value=2.0),
+)
 def test_agrees_with_kernel_ratio(queries, keys, w):
     q = torch.tensor(queries, dtype=torch.float64).clamp(-5, 5)  # ratio finite here
     k = torch.tensor(keys, dtype=torch.float64)
@@ -131,6 +138,7 @@ def test_integer_inputs_are_converted():
 
 # --- masks (leave-one-out) ---------------------------------------------------------------
 
+
 def test_mask_leaves_keys_out():
     x = torch.tensor([0.0, 0.5, 3.0])
     y = torch.tensor([1.0, 2.0, 5.0])
@@ -140,15 +148,16 @@ def test_mask_leaves_keys_out():
     torch.testing.assert_close(weights.sum(dim=1), torch.ones(3))
     for i in range(3):
         keep = torch.arange(3) != i
-        pred_i, _ = nadaraya_watson(x[i:i + 1], x[keep], y[keep], w=2.0)
-        torch.testing.assert_close(pred[i:i + 1], pred_i)
+        pred_i, _ = nadaraya_watson(x[i : i + 1], x[keep], y[keep], w=2.0)
+        torch.testing.assert_close(pred[i : i + 1], pred_i)
 
 
 def test_fully_masked_row_is_zero_not_nan():
     mask = torch.tensor([[True, False], [False, False]])
     w = torch.tensor(1.0, requires_grad=True)
-    pred, weights = nadaraya_watson(torch.zeros(2), torch.tensor([0.0, 1.0]),
-                                    torch.tensor([2.0, 3.0]), w, mask=mask)
+    pred, weights = nadaraya_watson(
+        torch.zeros(2), torch.tensor([0.0, 1.0]), torch.tensor([2.0, 3.0]), w, mask=mask
+    )
     torch.testing.assert_close(weights, torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
     torch.testing.assert_close(pred, torch.tensor([2.0, 0.0]))
     pred.sum().backward()
@@ -156,6 +165,7 @@ def test_fully_masked_row_is_zero_not_nan():
 
 
 # --- gradients and the module ------------------------------------------------------------
+
 
 def test_gradient_of_w_is_finite():
     data = nadaraya_watson_data(20, 10, seed=1)
@@ -169,8 +179,9 @@ def test_gradient_of_w_is_finite():
 
 def test_gradient_finite_for_far_queries():
     w = torch.tensor(2.0, requires_grad=True)
-    pred, _ = nadaraya_watson(torch.tensor([1e4]), torch.tensor([0.0, 1.0]),
-                              torch.tensor([0.0, 1.0]), w)
+    pred, _ = nadaraya_watson(
+        torch.tensor([1e4]), torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0]), w
+    )
     pred.sum().backward()
     assert torch.isfinite(w.grad)
 
@@ -191,27 +202,31 @@ def test_module_has_one_parameter_and_returns_weights():
 
 # --- validation --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, words", [
-    (dict(keys=torch.zeros(4), values=torch.zeros(3)), ["keys", "values", "(4,)", "(3,)"]),
-    (dict(queries=torch.zeros(2, 2)), ["queries", "(2, 2)", "1-D"]),
-    (dict(keys=torch.zeros(3, 1)), ["keys", "(3, 1)", "1-D"]),
-    (dict(values=torch.zeros(3, 1, 1)), ["values", "(3, 1, 1)"]),
-    (dict(keys=torch.zeros(0), values=torch.zeros(0)), ["keys", "at least one"]),
-    (dict(w=0.0), ["w", "0.0", "> 0"]),
-    (dict(w=-1.0), ["w", "-1.0", "> 0"]),
-    (dict(w=float("nan")), ["w", "nan", "finite"]),
-    (dict(w=float("inf")), ["w", "inf", "finite"]),
-    (dict(w=True), ["w", "True", "finite"]),
-    (dict(w=torch.tensor([1.0, 2.0])), ["w", "0-d", "(2,)"]),
-    (dict(w=torch.tensor(True)), ["w", "real number", "torch.bool"]),
-    (dict(w=torch.tensor(float("nan"))), ["w", "nan", "finite"]),
-    (dict(w="wide"), ["w", "'wide'"]),
-    (dict(bandwidth=float("inf")), ["bandwidth", "inf", "finite"]),
-    (dict(bandwidth=0.0), ["bandwidth", "0.0", "> 0"]),
-    (dict(w=2.0, bandwidth=0.5), ["w", "bandwidth", "not both"]),
-    (dict(mask=torch.ones(2, 2, dtype=torch.bool)), ["mask", "(2, 3)", "(2, 2)"]),
-    (dict(mask=torch.ones(2, 3)), ["mask", "bool", "torch.float32"]),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(keys=torch.zeros(4), values=torch.zeros(3)), ["keys", "values", "(4,)", "(3,)"]),
+        (dict(queries=torch.zeros(2, 2)), ["queries", "(2, 2)", "1-D"]),
+        (dict(keys=torch.zeros(3, 1)), ["keys", "(3, 1)", "1-D"]),
+        (dict(values=torch.zeros(3, 1, 1)), ["values", "(3, 1, 1)"]),
+        (dict(keys=torch.zeros(0), values=torch.zeros(0)), ["keys", "at least one"]),
+        (dict(w=0.0), ["w", "0.0", "> 0"]),
+        (dict(w=-1.0), ["w", "-1.0", "> 0"]),
+        (dict(w=float("nan")), ["w", "nan", "finite"]),
+        (dict(w=float("inf")), ["w", "inf", "finite"]),
+        (dict(w=True), ["w", "True", "finite"]),
+        (dict(w=torch.tensor([1.0, 2.0])), ["w", "0-d", "(2,)"]),
+        (dict(w=torch.tensor(True)), ["w", "real number", "torch.bool"]),
+        (dict(w=torch.tensor(float("nan"))), ["w", "nan", "finite"]),
+        (dict(w="wide"), ["w", "'wide'"]),
+        (dict(bandwidth=float("inf")), ["bandwidth", "inf", "finite"]),
+        (dict(bandwidth=0.0), ["bandwidth", "0.0", "> 0"]),
+        (dict(w=2.0, bandwidth=0.5), ["w", "bandwidth", "not both"]),
+        (dict(mask=torch.ones(2, 2, dtype=torch.bool)), ["mask", "(2, 3)", "(2, 2)"]),
+        (dict(mask=torch.ones(2, 3)), ["mask", "bool", "torch.float32"]),
+    ],
+)
 def test_errors_name_the_argument(kwargs, words):
     args = dict(queries=torch.zeros(2), keys=torch.zeros(3), values=torch.zeros(3))
     args.update(kwargs)
@@ -223,8 +238,9 @@ def test_errors_name_the_argument(kwargs, words):
 
 def test_nonpositive_w_tensor_rejected():
     with pytest.raises(ValueError, match=r"w must be a finite number > 0, got -0\.5"):
-        nadaraya_watson(torch.zeros(1), torch.zeros(1), torch.zeros(1),
-                        torch.tensor(-0.5, requires_grad=True))
+        nadaraya_watson(
+            torch.zeros(1), torch.zeros(1), torch.zeros(1), torch.tensor(-0.5, requires_grad=True)
+        )
 
 
 @pytest.mark.parametrize("w", [0.0, -2.0, float("nan"), True, "1", torch.tensor([1.0])])
@@ -233,16 +249,25 @@ def test_module_validates(w):
         NWKernelRegression(w=w)
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    (dict(queries="abc"), r"queries must be a real tensor \(or number, array or list\), "
-                          r"got 'abc'"),
-    (dict(keys=None), r"keys must be a real tensor .* got None"),
-    (dict(values=[[1.0], [1.0, 2.0], [3.0]]), r"values must be a real tensor"),
-    (dict(queries=torch.tensor([True, False])), r"queries must hold real numbers, got dtype "
-                                                r"torch.bool"),
-    (dict(keys=torch.zeros(3, dtype=torch.complex64)), r"keys must hold real numbers"),
-    (dict(mask=[[True] * 3] * 2), r"mask must be a torch.Tensor of dtype torch.bool, got list"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (
+            dict(queries="abc"),
+            r"queries must be a real tensor \(or number, array or list\), "
+            r"got 'abc'",
+        ),
+        (dict(keys=None), r"keys must be a real tensor .* got None"),
+        (dict(values=[[1.0], [1.0, 2.0], [3.0]]), r"values must be a real tensor"),
+        (
+            dict(queries=torch.tensor([True, False])),
+            r"queries must hold real numbers, got dtype "
+            r"torch.bool",
+        ),
+        (dict(keys=torch.zeros(3, dtype=torch.complex64)), r"keys must hold real numbers"),
+        (dict(mask=[[True] * 3] * 2), r"mask must be a torch.Tensor of dtype torch.bool, got list"),
+    ],
+)
 def test_inputs_that_are_not_real_tensors_are_rejected(kwargs, pattern):
     """Regression: these raised TypeError/RuntimeError in torch, or (bool, complex) were
     read as numbers."""

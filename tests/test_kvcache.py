@@ -31,10 +31,10 @@ def test_decode_step_matches_full_causal_attention(mha):
         full, _ = mha(x, x, x, causal_mask(9))  # (B, T, D)
         cache = KVCache()
         for t in range(9):
-            out, cache = decode_step(mha, x[:, t:t + 1], cache)
+            out, cache = decode_step(mha, x[:, t : t + 1], cache)
             assert out.shape == (2, 1, 16) and len(cache) == t + 1
             assert cache.keys.shape == cache.values.shape == (2, 4, t + 1, 4)  # (B, H, T, D/H)
-            close(out, full[:, t:t + 1])
+            close(out, full[:, t : t + 1])
         close(decode_with_cache(mha, x), full)
         close(decode_without_cache(mha, x), full)
 
@@ -52,8 +52,13 @@ def test_decode_float64_and_bad_input(mha):
 # ---------------------------------------------------------------- KV cache storage
 def kv_steps(steps, batch=2, heads=3, dim=4, seed=6):
     gen = torch.Generator().manual_seed(seed)
-    return [(torch.randn(batch, heads, 1, dim, generator=gen),
-             torch.randn(batch, heads, 1, dim, generator=gen)) for _ in range(steps)]
+    return [
+        (
+            torch.randn(batch, heads, 1, dim, generator=gen),
+            torch.randn(batch, heads, 1, dim, generator=gen),
+        )
+        for _ in range(steps)
+    ]
 
 
 @pytest.mark.parametrize("capacity", [None, 1, 3, 20])

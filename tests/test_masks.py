@@ -8,17 +8,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.masks import (adjacency_mask, band_mask, causal_mask, from_key_padding_mask,
-                           grid_mask, reachable, to_additive_mask, to_key_padding_mask,
-                           valid_length_mask)
+from helpers.masks import (
+    adjacency_mask,
+    band_mask,
+    causal_mask,
+    from_key_padding_mask,
+    grid_mask,
+    reachable,
+    to_additive_mask,
+    to_key_padding_mask,
+    valid_length_mask,
+)
 
 
 # ---------------------------------------------------------------- valid_length_mask
 def test_valid_length_mask_1d_gives_batch_by_keys():
     mask = valid_length_mask(torch.tensor([2, 0, 4]), num_keys=4)
-    expected = torch.tensor([[True, True, False, False],
-                             [False, False, False, False],
-                             [True, True, True, True]])
+    expected = torch.tensor(
+        [[True, True, False, False], [False, False, False, False], [True, True, True, True]]
+    )
     assert mask.dtype == torch.bool
     assert torch.equal(mask, expected)
 
@@ -26,8 +34,9 @@ def test_valid_length_mask_1d_gives_batch_by_keys():
 def test_valid_length_mask_2d_gives_per_query_masks():
     valid_lens = torch.tensor([[1, 3], [0, 2]])  # (B=2, Q=2)
     mask = valid_length_mask(valid_lens, num_keys=3)
-    expected = torch.tensor([[[True, False, False], [True, True, True]],
-                             [[False, False, False], [True, True, False]]])
+    expected = torch.tensor(
+        [[[True, False, False], [True, True, True]], [[False, False, False], [True, True, False]]]
+    )
     assert mask.shape == (2, 2, 3)
     assert torch.equal(mask, expected)
 
@@ -40,10 +49,12 @@ def test_valid_length_mask_1d_with_num_queries_repeats_over_queries():
 
 
 def test_valid_length_mask_accepts_a_list_and_any_integer_dtype():
-    for lens in ([1, 2], torch.tensor([1, 2], dtype=torch.int32),
-                 torch.tensor([1, 2], dtype=torch.uint8)):
-        assert torch.equal(valid_length_mask(lens, 2),
-                           torch.tensor([[True, False], [True, True]]))
+    for lens in (
+        [1, 2],
+        torch.tensor([1, 2], dtype=torch.int32),
+        torch.tensor([1, 2], dtype=torch.uint8),
+    ):
+        assert torch.equal(valid_length_mask(lens, 2), torch.tensor([[True, False], [True, True]]))
 
 
 def test_valid_length_mask_2d_num_queries_must_match():
@@ -51,14 +62,23 @@ def test_valid_length_mask_2d_num_queries_must_match():
         valid_length_mask(torch.tensor([[1, 1], [2, 2]]), num_keys=3, num_queries=3)
 
 
-@pytest.mark.parametrize("valid_lens, pattern", [
-    (torch.tensor([1, -1]), r"valid_lens must be >= 0, got a length of -1"),
-    (torch.tensor([1, 5]), r"valid_lens must be <= num_keys=4, got a length of 5"),
-    (torch.tensor([1.0, 2.0]), r"valid_lens must have an integer dtype, got dtype torch.float32"),
-    (torch.tensor([True, False]), r"valid_lens must have an integer dtype, got dtype torch.bool"),
-    (torch.tensor(2), r"valid_lens must be 1-D \(B,\) or 2-D \(B, Q\), got shape \(\)"),
-    (torch.ones(2, 2, 2, dtype=torch.long), r"valid_lens .* got shape \(2, 2, 2\)"),
-])
+@pytest.mark.parametrize(
+    "valid_lens, pattern",
+    [
+        (torch.tensor([1, -1]), r"valid_lens must be >= 0, got a length of -1"),
+        (torch.tensor([1, 5]), r"valid_lens must be <= num_keys=4, got a length of 5"),
+        (
+            torch.tensor([1.0, 2.0]),
+            r"valid_lens must have an integer dtype, got dtype torch.float32",
+        ),
+        (
+            torch.tensor([True, False]),
+            r"valid_lens must have an integer dtype, got dtype torch.bool",
+        ),
+        (torch.tensor(2), r"valid_lens must be 1-D \(B,\) or 2-D \(B, Q\), got shape \(\)"),
+        (torch.ones(2, 2, 2, dtype=torch.long), r"valid_lens .* got shape \(2, 2, 2\)"),
+    ],
+)
 def test_valid_length_mask_rejects_bad_valid_lens(valid_lens, pattern):
     with pytest.raises(ValueError, match=pattern):
         valid_length_mask(valid_lens, num_keys=4)
@@ -84,8 +104,11 @@ def test_valid_length_mask_rejects_what_is_not_a_tensor_of_lengths(valid_lens):
 
 
 def test_valid_length_mask_rejects_a_list_of_floats():
-    with pytest.raises(ValueError, match=r"valid_lens must have an integer dtype, got dtype "
-                                         r"torch.float32"):
+    with pytest.raises(
+        ValueError,
+        match=r"valid_lens must have an integer dtype, got dtype "
+        r"torch.float32",
+    ):
         valid_length_mask([1.0, 2.5], num_keys=3)
 
 
@@ -125,9 +148,10 @@ def test_causal_mask_is_top_left_tril_like_sdpa(num_queries, num_keys):
 
 
 def test_causal_mask_defaults_to_square():
-    assert torch.equal(causal_mask(3), torch.tensor([[True, False, False],
-                                                     [True, True, False],
-                                                     [True, True, True]]))
+    assert torch.equal(
+        causal_mask(3),
+        torch.tensor([[True, False, False], [True, True, False], [True, True, True]]),
+    )
 
 
 def test_causal_mask_hides_last_keys_when_more_keys_than_queries():
@@ -145,26 +169,32 @@ def test_causal_mask_parity_with_sdpa_is_causal(num_queries, num_keys, dtype):
     v = torch.randn(2, 3, num_keys, 5, generator=gen, dtype=dtype)
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     mask = causal_mask(num_queries, num_keys)
-    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-                               expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask), expected, atol=1e-5, rtol=1e-5
+    )
     out, _ = scaled_dot_product_attention(q, k, v, mask=mask)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("args, pattern", [
-    ((-1,), r"num_queries must be a non-negative integer, got -1"),
-    ((2.5,), r"num_queries must be a non-negative integer, got 2.5"),
-    ((2, -3), r"num_keys must be a non-negative integer, got -3"),
-    ((True,), r"num_queries must be a non-negative integer, got True"),
-    ((float("inf"),), r"num_queries must be a non-negative integer, got inf"),
-])
+@pytest.mark.parametrize(
+    "args, pattern",
+    [
+        ((-1,), r"num_queries must be a non-negative integer, got -1"),
+        ((2.5,), r"num_queries must be a non-negative integer, got 2.5"),
+        ((2, -3), r"num_keys must be a non-negative integer, got -3"),
+        ((True,), r"num_queries must be a non-negative integer, got True"),
+        ((float("inf"),), r"num_queries must be a non-negative integer, got inf"),
+    ],
+)
 def test_causal_mask_rejects_bad_sizes(args, pattern):
     with pytest.raises(ValueError, match=pattern):
         causal_mask(*args)
 
 
-@pytest.mark.parametrize("make", [lambda device: causal_mask(3, device=device),
-                                  lambda device: band_mask(3, 1, device=device)])
+@pytest.mark.parametrize(
+    "make",
+    [lambda device: causal_mask(3, device=device), lambda device: band_mask(3, 1, device=device)],
+)
 @pytest.mark.parametrize("device", ["gpu0", 2.5, object()])
 def test_masks_reject_a_bad_device(make, device):
     """Regression: torch.device raised RuntimeError or TypeError."""
@@ -193,8 +223,9 @@ def test_key_padding_round_trip_and_negation():
     assert torch.equal(from_key_padding_mask(padding), mask)
 
 
-@pytest.mark.parametrize("fn, name", [(to_key_padding_mask, "mask"),
-                                      (from_key_padding_mask, "key_padding_mask")])
+@pytest.mark.parametrize(
+    "fn, name", [(to_key_padding_mask, "mask"), (from_key_padding_mask, "key_padding_mask")]
+)
 def test_key_padding_converters_reject_bad_input(fn, name):
     with pytest.raises(ValueError, match=rf"{name} must have dtype torch.bool.*torch.int64"):
         fn(torch.ones(2, 3, dtype=torch.long))
@@ -219,7 +250,8 @@ def test_to_additive_mask_parity_with_bool_mask_in_sdpa():
     mask[..., 0] = True  # no fully masked rows: the additive form would give NaN there
     with_bool = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     with_additive = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=to_additive_mask(mask, torch.float64))
+        q, k, v, attn_mask=to_additive_mask(mask, torch.float64)
+    )
     torch.testing.assert_close(with_additive, with_bool, atol=1e-12, rtol=1e-12)
 
 
@@ -248,14 +280,20 @@ def test_band_mask_matches_a_loop(num_queries, num_keys, window):
             assert bool(mask[i, j]) == (abs(i - j) <= window)
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    (dict(num_queries=3, window=-1), "window must be a non-negative integer, got -1"),
-    (dict(num_queries=3, window=1.5), "window must be a non-negative integer, got 1.5"),
-    (dict(num_queries=3, window=True), "window must be a non-negative integer, got True"),
-    (dict(num_queries=3, window=float("nan")), "window must be a non-negative integer, got nan"),
-    (dict(num_queries=-2, window=1), "num_queries must be a non-negative integer, got -2"),
-    (dict(num_queries=2, window=1, num_keys=True), "num_keys must be a non-negative integer"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (dict(num_queries=3, window=-1), "window must be a non-negative integer, got -1"),
+        (dict(num_queries=3, window=1.5), "window must be a non-negative integer, got 1.5"),
+        (dict(num_queries=3, window=True), "window must be a non-negative integer, got True"),
+        (
+            dict(num_queries=3, window=float("nan")),
+            "window must be a non-negative integer, got nan",
+        ),
+        (dict(num_queries=-2, window=1), "num_queries must be a non-negative integer, got -2"),
+        (dict(num_queries=2, window=1, num_keys=True), "num_keys must be a non-negative integer"),
+    ],
+)
 def test_band_mask_rejects_bad_sizes(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         band_mask(**kwargs)
@@ -282,13 +320,16 @@ def test_grid_mask_counts():
         grid_mask(0, 3)
 
 
-@pytest.mark.parametrize("args, pattern", [
-    ((3, 0), "width must be a positive integer, got 0"),
-    ((3, 2.0), "width must be a positive integer, got 2.0"),
-    ((True, 2), "height must be a positive integer, got True"),
-    ((3, 3, -1), "radius must be a non-negative integer, got -1"),
-    ((3, 3, 0.5), "radius must be a non-negative integer, got 0.5"),
-])
+@pytest.mark.parametrize(
+    "args, pattern",
+    [
+        ((3, 0), "width must be a positive integer, got 0"),
+        ((3, 2.0), "width must be a positive integer, got 2.0"),
+        ((True, 2), "height must be a positive integer, got True"),
+        ((3, 3, -1), "radius must be a non-negative integer, got -1"),
+        ((3, 3, 0.5), "radius must be a non-negative integer, got 0.5"),
+    ],
+)
 def test_grid_mask_rejects_bad_sizes(args, pattern):
     with pytest.raises(ValueError, match=pattern):
         grid_mask(*args)
@@ -311,8 +352,10 @@ def test_adjacency_mask_directed_and_without_self_loops():
 def test_adjacency_mask_takes_arrays_empty_tensors_and_no_nodes():
     edges = np.array([[0, 1]])
     assert torch.equal(adjacency_mask(edges, 2), torch.ones(2, 2, dtype=torch.bool))
-    assert torch.equal(adjacency_mask(torch.zeros(0, 2, dtype=torch.long), 2, self_loops=False),
-                       torch.zeros(2, 2, dtype=torch.bool))
+    assert torch.equal(
+        adjacency_mask(torch.zeros(0, 2, dtype=torch.long), 2, self_loops=False),
+        torch.zeros(2, 2, dtype=torch.bool),
+    )
     assert adjacency_mask([], 0).shape == (0, 0)
 
 
@@ -323,15 +366,23 @@ def test_adjacency_mask_rejects_unknown_nodes():
         adjacency_mask([(-1, 1)], 3)
 
 
-@pytest.mark.parametrize("edges", [torch.tensor([[0, 1, 2], [1, 2, 3]]),  # (2, E): edges.T
-                                   torch.tensor([0, 1, 1, 2]), [(0, 1, 2)], 3])
+@pytest.mark.parametrize(
+    "edges",
+    [
+        torch.tensor([[0, 1, 2], [1, 2, 3]]),  # (2, E): edges.T
+        torch.tensor([0, 1, 1, 2]),
+        [(0, 1, 2)],
+        3,
+    ],
+)
 def test_adjacency_mask_refuses_what_is_not_a_list_of_pairs(edges):
     with pytest.raises(ValueError, match=r"edges must be pairs \(i, j\)"):
         adjacency_mask(edges, 4)
 
 
-@pytest.mark.parametrize("edges", [[(0.5, 1.2)], torch.tensor([[0.0, 1.0]]),
-                                   torch.tensor([[True, False]])])
+@pytest.mark.parametrize(
+    "edges", [[(0.5, 1.2)], torch.tensor([[0.0, 1.0]]), torch.tensor([[True, False]])]
+)
 def test_adjacency_mask_refuses_non_integer_node_indices(edges):
     """Regression: float indices were truncated to integers without a word."""
     with pytest.raises(ValueError, match=r"edges must have an integer dtype, got dtype"):
@@ -345,9 +396,14 @@ def test_adjacency_mask_refuses_what_is_not_a_tensor(edges):
         adjacency_mask(edges, 3)
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(self_loops="no"), "self_loops"),
-                                          (dict(directed=1), "directed"),
-                                          (dict(directed=None), "directed")])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(self_loops="no"), "self_loops"),
+        (dict(directed=1), "directed"),
+        (dict(directed=None), "directed"),
+    ],
+)
 def test_adjacency_mask_flags_must_be_bools(kwargs, name):
     """Regression: any truthy value was read as True (self_loops="no" added self loops)."""
     with pytest.raises(ValueError, match=rf"{name} must be True or False, got"):
@@ -381,8 +437,11 @@ def test_reachable_rejects_bad_masks():
         reachable([band_mask(3, 1), torch.ones(3, 3)])
     with pytest.raises(ValueError, match=r"masks\[0\] must be 2-D \(T, T\), got shape \(3,\)"):
         reachable([torch.ones(3, dtype=torch.bool)])
-    with pytest.raises(ValueError, match=r"masks\[1\] has shape \(3, 4\) but the layer below "
-                                         r"has 3 outputs"):
+    with pytest.raises(
+        ValueError,
+        match=r"masks\[1\] has shape \(3, 4\) but the layer below "
+        r"has 3 outputs",
+    ):
         reachable([band_mask(3, 1), band_mask(3, 1, num_keys=4)])
 
 

@@ -16,8 +16,13 @@ from torch import nn
 from helpers.mlp import ACTIVATIONS, MLP, activation_module
 from helpers.seeding import set_seed
 
-PYTORCH = {"relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "gelu": F.gelu,
-           "identity": lambda x: x}
+PYTORCH = {
+    "relu": F.relu,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "gelu": F.gelu,
+    "identity": lambda x: x,
+}
 NAMES = sorted(ACTIVATIONS)
 finite = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, width=32)
 
@@ -32,8 +37,12 @@ def test_every_activation_has_a_reference_and_a_module():
 @pytest.mark.parametrize("name", NAMES)
 def test_activation_matches_pytorch_on_a_grid_and_extremes(name):
     function, _ = ACTIVATIONS[name]
-    x = torch.cat([torch.linspace(-10, 10, 2001),
-                   torch.tensor([-1e30, -1e4, -100.0, -88.8, 0.0, 88.8, 100.0, 1e4, 1e30])])
+    x = torch.cat(
+        [
+            torch.linspace(-10, 10, 2001),
+            torch.tensor([-1e30, -1e4, -100.0, -88.8, 0.0, 88.8, 100.0, 1e4, 1e30]),
+        ]
+    )
     out = function(x)
     assert torch.isfinite(out).all(), f"{name} gives a non-finite value"
     torch.testing.assert_close(out, PYTORCH[name](x))
@@ -44,7 +53,7 @@ def test_derivative_matches_autograd_of_pytorch(name):
     _, derivative = ACTIVATIONS[name]
     x = torch.cat([torch.linspace(-10, 10, 2001), torch.tensor([-1e4, -100.0, 100.0, 1e4])])
     leaf = x.clone().requires_grad_()
-    slope, = torch.autograd.grad(PYTORCH[name](leaf).sum(), leaf)
+    (slope,) = torch.autograd.grad(PYTORCH[name](leaf).sum(), leaf)
     assert torch.isfinite(derivative(x)).all()
     torch.testing.assert_close(derivative(x), slope)
 
@@ -55,7 +64,7 @@ def test_activation_and_derivative_property(name, values):
     function, derivative = ACTIVATIONS[name]
     x = torch.tensor(values, dtype=torch.float32)
     leaf = x.clone().requires_grad_()
-    slope, = torch.autograd.grad(PYTORCH[name](leaf).sum(), leaf)
+    (slope,) = torch.autograd.grad(PYTORCH[name](leaf).sum(), leaf)
     torch.testing.assert_close(function(x), PYTORCH[name](x))
     torch.testing.assert_close(derivative(x), slope)
 
@@ -65,7 +74,7 @@ def test_derivative_matches_autograd_in_float64():
     for name in NAMES:
         _, derivative = ACTIVATIONS[name]
         leaf = x.clone().requires_grad_()
-        slope, = torch.autograd.grad(PYTORCH[name](leaf).sum(), leaf)
+        (slope,) = torch.autograd.grad(PYTORCH[name](leaf).sum(), leaf)
         torch.testing.assert_close(derivative(x), slope, rtol=1e-10, atol=1e-12)
 
 
@@ -99,14 +108,16 @@ def test_activation_module_rejects_what_is_not_a_name(name):
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("which", [0, 1])
-@pytest.mark.parametrize("x, match", [
-    ([1.0, -2.0], r"x must be a torch.Tensor of shape \(…\), got \[1.0, -2.0\]"),
-    (1.5, r"x must be a torch.Tensor"),
-    (torch.tensor([1, -2]), "x must be a floating-point tensor, got dtype torch.int64"),
-    (torch.tensor([True]), "x must be a floating-point tensor, got dtype torch.bool"),
-])
-def test_activations_and_derivatives_reject_what_is_not_a_floating_tensor(name, which, x,
-                                                                          match):
+@pytest.mark.parametrize(
+    "x, match",
+    [
+        ([1.0, -2.0], r"x must be a torch.Tensor of shape \(…\), got \[1.0, -2.0\]"),
+        (1.5, r"x must be a torch.Tensor"),
+        (torch.tensor([1, -2]), "x must be a floating-point tensor, got dtype torch.int64"),
+        (torch.tensor([True]), "x must be a floating-point tensor, got dtype torch.bool"),
+    ],
+)
+def test_activations_and_derivatives_reject_what_is_not_a_floating_tensor(name, which, x, match):
     """Regression: relu of an int tensor returned ints (and its derivative was 0/1 ints); a
     list raised TypeError or AttributeError."""
     with pytest.raises(ValueError, match=match):
@@ -120,6 +131,7 @@ def test_activations_of_empty_tensors_are_empty(name):
 
 
 # --- MLP ---------------------------------------------------------------------------------
+
 
 def test_mlp_layout_and_shapes():
     net = MLP(3, [8, 4], 2, activation="tanh")
@@ -142,21 +154,29 @@ def test_mlp_matches_the_formula():
     torch.testing.assert_close(net(x), by_hand)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(in_features=0, hidden_sizes=[4], out_features=1), "in_features must be a positive"),
-    (dict(in_features=2, hidden_sizes=[4, 0], out_features=1), r"hidden_sizes\[1\] must be a "
-                                                               r"positive integer, got 0"),
-    (dict(in_features=2, hidden_sizes=[4], out_features=-1), "out_features must be a positive"),
-    (dict(in_features=2.0, hidden_sizes=[4], out_features=1), "in_features must be a positive"),
-    (dict(in_features=2, hidden_sizes=4, out_features=1), "hidden_sizes must be a sequence"),
-    (dict(in_features=2, hidden_sizes=[True], out_features=1), r"hidden_sizes\[0\] must be"),
-    # regressions: these raised TypeError
-    (dict(in_features=2, hidden_sizes=None, out_features=1), "hidden_sizes must be a sequence"),
-    (dict(in_features=2, hidden_sizes="16", out_features=1), "hidden_sizes must be a sequence"),
-    (dict(in_features=2, hidden_sizes=[4.0], out_features=1), r"hidden_sizes\[0\] must be"),
-    (dict(in_features=2, hidden_sizes=torch.tensor([4]), out_features=1),
-     "hidden_sizes must be a sequence"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(in_features=0, hidden_sizes=[4], out_features=1), "in_features must be a positive"),
+        (
+            dict(in_features=2, hidden_sizes=[4, 0], out_features=1),
+            r"hidden_sizes\[1\] must be a "
+            r"positive integer, got 0",
+        ),
+        (dict(in_features=2, hidden_sizes=[4], out_features=-1), "out_features must be a positive"),
+        (dict(in_features=2.0, hidden_sizes=[4], out_features=1), "in_features must be a positive"),
+        (dict(in_features=2, hidden_sizes=4, out_features=1), "hidden_sizes must be a sequence"),
+        (dict(in_features=2, hidden_sizes=[True], out_features=1), r"hidden_sizes\[0\] must be"),
+        # regressions: these raised TypeError
+        (dict(in_features=2, hidden_sizes=None, out_features=1), "hidden_sizes must be a sequence"),
+        (dict(in_features=2, hidden_sizes="16", out_features=1), "hidden_sizes must be a sequence"),
+        (dict(in_features=2, hidden_sizes=[4.0], out_features=1), r"hidden_sizes\[0\] must be"),
+        (
+            dict(in_features=2, hidden_sizes=torch.tensor([4]), out_features=1),
+            "hidden_sizes must be a sequence",
+        ),
+    ],
+)
 def test_mlp_rejects_bad_sizes(bad, match):
     with pytest.raises(ValueError, match=match):
         MLP(**bad)
@@ -176,13 +196,20 @@ def test_mlp_rejects_wrong_input_width():
         net(torch.tensor(1.0))
 
 
-@pytest.mark.parametrize("x, match", [
-    ([0.0, 0.0, 0.0], r"x must be a torch.Tensor of shape \(\.\.\., 3\), got"),
-    (torch.zeros(5, 3, dtype=torch.long), "x must have the parameters' dtype torch.float32, "
-                                          "got dtype torch.int64"),
-    (torch.zeros(5, 3, dtype=torch.float64), "x must have the parameters' dtype torch.float32, "
-                                             "got dtype torch.float64"),
-])
+@pytest.mark.parametrize(
+    "x, match",
+    [
+        ([0.0, 0.0, 0.0], r"x must be a torch.Tensor of shape \(\.\.\., 3\), got"),
+        (
+            torch.zeros(5, 3, dtype=torch.long),
+            "x must have the parameters' dtype torch.float32, got dtype torch.int64",
+        ),
+        (
+            torch.zeros(5, 3, dtype=torch.float64),
+            "x must have the parameters' dtype torch.float32, got dtype torch.float64",
+        ),
+    ],
+)
 def test_mlp_rejects_what_is_not_a_tensor_of_its_dtype(x, match):
     """Regression: these failed inside nn.Linear (RuntimeError) or raised AttributeError."""
     with pytest.raises(ValueError, match=match):

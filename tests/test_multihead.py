@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.multihead import MultiHeadAttention
 from helpers.masks import causal_mask, to_key_padding_mask, valid_length_mask
+from helpers.multihead import MultiHeadAttention
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -22,8 +22,9 @@ def randn(*shape, dtype=torch.float32, seed=0):
 def torch_pair(d_model=16, num_heads=4, bias=True, dtype=torch.float32, seed=0):
     """A seeded nn.MultiheadAttention (random biases too) and the book module copied from it."""
     torch.manual_seed(seed)
-    reference = nn.MultiheadAttention(d_model, num_heads, bias=bias, batch_first=True,
-                                      dtype=dtype).eval()
+    reference = nn.MultiheadAttention(
+        d_model, num_heads, bias=bias, batch_first=True, dtype=dtype
+    ).eval()
     if bias:
         with torch.no_grad():
             reference.in_proj_bias.normal_()
@@ -47,8 +48,11 @@ def assert_close(ours, theirs, tol=1e-5):
 def test_matches_torch_without_mask(dtype, bias, self_attention):
     reference, module = torch_pair(bias=bias, dtype=dtype)
     q = randn(3, 5, 16, dtype=dtype, seed=1)
-    k, v = (q, q) if self_attention else (randn(3, 7, 16, dtype=dtype, seed=2),
-                                           randn(3, 7, 16, dtype=dtype, seed=3))
+    k, v = (
+        (q, q)
+        if self_attention
+        else (randn(3, 7, 16, dtype=dtype, seed=2), randn(3, 7, 16, dtype=dtype, seed=3))
+    )
     out, weights = module(q, k, v)
     assert out.shape == (3, 5, 16) and weights.shape == (3, 4, 5, k.shape[1])
     assert_close((out, weights), run_torch(reference, q, k, v))
@@ -75,13 +79,15 @@ def test_matches_torch_with_causal_and_padding_mask(dtype, bias):
     assert_close(module(x, x, x, causal), run_torch(reference, x, x, x, attn_mask=~causal))
     padding = valid_length_mask(torch.tensor([6, 4]), 6)  # (B, K)
     ours = module(x, x, x, causal & padding[:, None, None, :])
-    theirs = run_torch(reference, x, x, x, attn_mask=~causal,
-                       key_padding_mask=to_key_padding_mask(padding))
+    theirs = run_torch(
+        reference, x, x, x, attn_mask=~causal, key_padding_mask=to_key_padding_mask(padding)
+    )
     assert_close(ours, theirs)
 
 
-@pytest.mark.parametrize("shape", [(5, 7), (1, 5, 7), (3, 1, 5, 7), (3, 4, 5, 7), (3, 1, 1, 7),
-                                   (1, 4, 1, 1), (7,)])
+@pytest.mark.parametrize(
+    "shape", [(5, 7), (1, 5, 7), (3, 1, 5, 7), (3, 4, 5, 7), (3, 1, 1, 7), (1, 4, 1, 1), (7,)]
+)
 def test_every_broadcastable_mask_shape_matches_the_full_mask(shape):
     module = MultiHeadAttention(16, 4).eval()
     q, kv = randn(3, 5, 16, seed=1), randn(3, 7, 16, seed=2)
@@ -107,9 +113,12 @@ def test_equals_per_head_scaled_dot_product_attention():
     module = MultiHeadAttention(12, 3).eval()
     q, kv = randn(2, 4, 12, seed=1), randn(2, 6, 12, seed=2)
     mask = causal_mask(4, 6)
-    heads, weights = scaled_dot_product_attention(module.split_heads(module.w_q(q)),
-                                                  module.split_heads(module.w_k(kv)),
-                                                  module.split_heads(module.w_v(kv)), mask)
+    heads, weights = scaled_dot_product_attention(
+        module.split_heads(module.w_q(q)),
+        module.split_heads(module.w_k(kv)),
+        module.split_heads(module.w_v(kv)),
+        mask,
+    )
     expected = module.w_o(module.merge_heads(heads))
     assert_close(module(q, kv, kv, mask), (expected, weights))
 
@@ -163,8 +172,13 @@ def test_dropout_only_while_training():
     assert not torch.allclose(out, module.eval()(x, x, x)[0])
 
 
-@given(batch=st.integers(1, 3), num_queries=st.integers(1, 6), num_keys=st.integers(1, 6),
-       num_heads=st.sampled_from([1, 2, 4]), seed=st.integers(0, 2**16))
+@given(
+    batch=st.integers(1, 3),
+    num_queries=st.integers(1, 6),
+    num_keys=st.integers(1, 6),
+    num_heads=st.sampled_from([1, 2, 4]),
+    seed=st.integers(0, 2**16),
+)
 def test_weights_rows_sum_to_one_or_zero(batch, num_queries, num_keys, num_heads, seed):
     gen = torch.Generator().manual_seed(seed)
     module = MultiHeadAttention(8, num_heads)
@@ -180,8 +194,12 @@ def test_weights_rows_sum_to_one_or_zero(batch, num_queries, num_keys, num_heads
     assert torch.all(weights[~mask.expand_as(weights)] == 0)
 
 
-@given(batch=st.integers(1, 3), length=st.integers(1, 7), seed=st.integers(0, 2**16),
-       padding=st.booleans())
+@given(
+    batch=st.integers(1, 3),
+    length=st.integers(1, 7),
+    seed=st.integers(0, 2**16),
+    padding=st.booleans(),
+)
 def test_self_attention_is_permutation_equivariant(batch, length, seed, padding):
     gen = torch.Generator().manual_seed(seed)
     module = MultiHeadAttention(8, 2).double()
@@ -191,8 +209,9 @@ def test_self_attention_is_permutation_equivariant(batch, length, seed, padding)
     if padding:  # a padding mask (B, 1, 1, K) is permuted with its keys
         mask = torch.rand(batch, 1, 1, length, generator=gen) > 0.3
     out, weights = module(x, x, x, mask)
-    out_p, weights_p = module(x[:, perm], x[:, perm], x[:, perm],
-                              None if mask is None else mask[..., perm])
+    out_p, weights_p = module(
+        x[:, perm], x[:, perm], x[:, perm], None if mask is None else mask[..., perm]
+    )
     torch.testing.assert_close(out_p, out[:, perm])
     torch.testing.assert_close(weights_p, weights[:, :, perm][..., perm])
 
@@ -209,14 +228,17 @@ def test_bad_construction_raises_value_error():
         MultiHeadAttention(8, 2, dropout=1.0)
 
 
-@pytest.mark.parametrize("q_shape, k_shape, v_shape, name", [
-    ((5, 8), (2, 5, 8), (2, 5, 8), "queries"),
-    ((2, 5, 8), (2, 1, 5, 8), (2, 5, 8), "keys"),
-    ((2, 5, 6), (2, 5, 8), (2, 5, 8), "queries"),
-    ((2, 5, 8), (2, 5, 8), (2, 5, 6), "values"),
-    ((2, 5, 8), (3, 5, 8), (3, 5, 8), "batch size"),
-    ((2, 5, 8), (2, 5, 8), (2, 4, 8), "same number of keys"),
-])
+@pytest.mark.parametrize(
+    "q_shape, k_shape, v_shape, name",
+    [
+        ((5, 8), (2, 5, 8), (2, 5, 8), "queries"),
+        ((2, 5, 8), (2, 1, 5, 8), (2, 5, 8), "keys"),
+        ((2, 5, 6), (2, 5, 8), (2, 5, 8), "queries"),
+        ((2, 5, 8), (2, 5, 8), (2, 5, 6), "values"),
+        ((2, 5, 8), (3, 5, 8), (3, 5, 8), "batch size"),
+        ((2, 5, 8), (2, 5, 8), (2, 4, 8), "same number of keys"),
+    ],
+)
 def test_bad_inputs_raise_value_error_naming_them(q_shape, k_shape, v_shape, name):
     module = MultiHeadAttention(8, 2)
     with pytest.raises(ValueError, match=name):
@@ -267,8 +289,9 @@ def test_forward_is_the_core_applied_per_head():
     heads_k, heads_v = module.split_heads(module.w_k(kv)), module.split_heads(module.w_v(kv))
     heads = []
     for h in range(3):
-        head_out, head_w = scaled_dot_product_attention(heads_q[:, h], heads_k[:, h],
-                                                        heads_v[:, h], mask[:, 0])
+        head_out, head_w = scaled_dot_product_attention(
+            heads_q[:, h], heads_k[:, h], heads_v[:, h], mask[:, 0]
+        )
         torch.testing.assert_close(weights[:, h], head_w)
         heads.append(head_out)  # (B, Q, D/H)
     merged = torch.cat(heads, dim=-1)  # (B, Q, D): head h holds features h·D/H onwards

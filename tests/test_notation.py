@@ -21,12 +21,16 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTATION = ROOT / "book" / "notation.md"
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
-GREEK = set("""alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho
+GREEK = set(
+    """alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho
 sigma tau upsilon phi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega
-ell""".split())
+ell""".split()
+)
 # Commands whose argument is not a symbol, and commands that are operators or layout.
-DROP_ARG = re.compile(r"\\(?:text|textrm|textbf|textit|texttt|mathrm|operatorname|mbox|mathbb"
-                      r"|label|tag|href|color|colorbox|begin|end)\s*\{[^{}]*\}")
+DROP_ARG = re.compile(
+    r"\\(?:text|textrm|textbf|textit|texttt|mathrm|operatorname|mbox|mathbb"
+    r"|label|tag|href|color|colorbox|begin|end)\s*\{[^{}]*\}"
+)
 CALLIGRAPHIC = re.compile(r"\\mathcal\s*\{?\s*([A-Za-z])\}?")
 COMMAND = re.compile(r"\\([A-Za-z]+)")
 
@@ -120,11 +124,16 @@ def test_every_symbol_is_listed_for_the_chapter(path):
     assert missing == [], (
         f"{path.name} uses symbols that book/notation.md does not list for chapter {n}: "
         f"{missing}. Add the chapter to the symbol's row (if the meaning is the same) or "
-        "choose a letter whose row fits.")
+        "choose a letter whose row fits."
+    )
 
 
 def test_no_row_lists_a_chapter_that_does_not_use_it():
     used = {chapter_number(p): chapter_symbols(p) for p in CHAPTERS}
-    stale = [f"{sorted(names)} in chapter {n}" for names, _, chapters in notation_rows()
-             for n in sorted(chapters) if n in used and not names & used[n]]
+    stale = [
+        f"{sorted(names)} in chapter {n}"
+        for names, _, chapters in notation_rows()
+        for n in sorted(chapters)
+        if n in used and not names & used[n]
+    ]
     assert stale == [], f"notation.md lists symbols for chapters that do not use them: {stale}"

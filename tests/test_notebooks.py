@@ -7,6 +7,7 @@ from, the bootstrap cell, and the chapter's shape (summary, exercises, hidden so
 
 from __future__ import annotations
 
+import ast
 import json
 import posixpath
 import re
@@ -17,6 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "tools"))
+import assert_messages  # noqa: E402
 import bootstrap  # noqa: E402
 import myst_links  # noqa: E402
 
@@ -60,7 +62,8 @@ def test_first_cell_is_the_bootstrap_cell(path):
     assert first["cell_type"] == "code", f"{path.name}: the first cell must be the bootstrap cell"
     assert _source(first) == bootstrap.cell_source(), (
         f"{path.name}: bootstrap cell differs from the template with _config.yml's "
-        "repository.url; run `python book/tools/bootstrap.py --fix`")
+        "repository.url; run `python book/tools/bootstrap.py --fix`"
+    )
     assert "remove-cell" in first.get("metadata", {}).get("tags", [])
 
 
@@ -77,7 +80,8 @@ def test_executed_top_to_bottom(path):
     assert None not in counts, f"{path.name}: some code cells were never executed"
     assert counts == list(range(1, len(code) + 1)), (
         f"{path.name}: cells were not run once each, top to bottom, in a fresh kernel "
-        "(run `make execute`)")
+        "(run `make execute`)"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
@@ -85,50 +89,65 @@ def test_no_errors_or_unstable_text_in_outputs(path):
     for cell in _load(path)["cells"]:
         for out in cell.get("outputs", []):
             assert out["output_type"] != "error", f"{path.name}: an output is an error"
-            text = "".join(out.get("text", "")) + "".join(
-                out.get("data", {}).get("text/plain", ""))
+            text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
             assert not re.search(r"at 0x[0-9a-f]{6,}", text), (
-                f"{path.name}: an output prints a memory address: {text[:80]!r}")
+                f"{path.name}: an output prints a memory address: {text[:80]!r}"
+            )
             if out.get("name") == "stderr":
                 tags = cell.get("metadata", {}).get("tags", [])
                 assert "nbval-ignore-output" in tags, (
                     f"{path.name}: stderr output in a cell not tagged nbval-ignore-output: "
-                    f"{text[:80]!r}")
+                    f"{text[:80]!r}"
+                )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_every_widget_view_has_saved_state(path):
     nb = _load(path)
     state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    views = [out["data"][WIDGET_VIEW]["model_id"]
-             for cell in nb["cells"] for out in cell.get("outputs", [])
-             if WIDGET_VIEW in out.get("data", {})]
+    views = [
+        out["data"][WIDGET_VIEW]["model_id"]
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+        if WIDGET_VIEW in out.get("data", {})
+    ]
     assert views, f"{path.name}: no live figure; every chapter (and the landing page) has one"
     missing = [v for v in views if v not in state]
     assert not missing, f"{path.name}: widget views without saved state (blank in the book)"
     kinds = {m["model_name"] for m in state.values()}
     assert {"SelectionSliderModel", "StackModel", "HTMLModel", "LinkModel"} <= kinds, (
         f"{path.name}: live figures must be SelectionSlider + jslink + Stack of HTML frames, "
-        f"found {sorted(kinds)}")
+        f"found {sorted(kinds)}"
+    )
     frames = [m["state"]["value"] for m in state.values() if m["model_name"] == "HTMLModel"]
-    assert all(f.startswith('<img src="data:image/png;base64,') and ' alt="' in f
-               for f in frames), f"{path.name}: every frame is one <img> with alt text"
-    bundles = [out["data"] for cell in nb["cells"] for out in cell.get("outputs", [])
-               if WIDGET_VIEW in out.get("data", {})]
+    assert all(
+        f.startswith('<img src="data:image/png;base64,') and ' alt="' in f for f in frames
+    ), f"{path.name}: every frame is one <img> with alt text"
+    bundles = [
+        out["data"]
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+        if WIDGET_VIEW in out.get("data", {})
+    ]
     assert all("image/png" in b for b in bundles), (
         f"{path.name}: every live figure's output carries its first frame as image/png, so "
-        f"clients without widgets (untrusted, GitHub, nbviewer) show a picture")
+        f"clients without widgets (untrusted, GitHub, nbviewer) show a picture"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_no_progress_bar_text_is_saved(path):
     nb = _load(path)
-    texts = ["".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
-             for cell in nb["cells"] for out in cell.get("outputs", [])]
+    texts = [
+        "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+    ]
     state = json.dumps(nb.get("metadata", {}).get("widgets", {}))
     assert not any(re.search(r"\d+%\|", t) for t in texts), f"{path.name}: a progress bar"
     assert "it/s]" not in state and "FloatProgressModel" not in state, (
-        f"{path.name}: a progress bar in the saved widget state")
+        f"{path.name}: a progress bar in the saved widget state"
+    )
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=_ids(CHAPTERS))
@@ -147,7 +166,8 @@ def test_chapter_shape(path):
     exercises = markdown.split("## Exercises", 1)
     assert len(exercises) == 2, f"{path.name}: needs an Exercises section"
     assert exercises[1].count("<details") >= 3 and "<summary>" in exercises[1], (
-        f"{path.name}: needs at least three exercises with solutions behind a toggle")
+        f"{path.name}: needs at least three exercises with solutions behind a toggle"
+    )
     assert exercises[1].count("<details") == exercises[1].count("</details>")
 
 
@@ -158,11 +178,13 @@ def test_markdown_has_no_myst_syntax(path):
             continue
         source = _source(cell)
         found = MYST_ROLE.findall(source) + [
-            m.group(0).strip() for m in MYST_DIRECTIVE.finditer(source)]
+            m.group(0).strip() for m in MYST_DIRECTIVE.finditer(source)
+        ]
         assert not found, (
             f"{path.name}, cell {index}: MyST syntax {found[:3]} reads raw in Jupyter, Colab and "
             "GitHub; write a plain link (CONTRIBUTING.md, Glossary and Citations) or run "
-            "`python book/tools/myst_links.py`, which rewrites roles as links")
+            "`python book/tools/myst_links.py`, which rewrites roles as links"
+        )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
@@ -178,7 +200,8 @@ def test_markdown_links_resolve(path):
                 continue
             target = posixpath.normpath(posixpath.join(folder, url.split("#")[0]))
             assert (ROOT / target).is_file(), (
-                f"{path.name}: the link ({url}) points at {target}, which does not exist")
+                f"{path.name}: the link ({url}) points at {target}, which does not exist"
+            )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
@@ -191,10 +214,29 @@ def test_markdown_links_are_current(path):
         pytest.fail(f"{path.name}: {error}")
     assert old == new, (
         f"{path.name}: links out of date with the glossary, references.bib or _toc.yml; "
-        "run `python book/tools/myst_links.py`")
+        "run `python book/tools/myst_links.py`"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_size_fits_the_page_budget(path):
     size = path.stat().st_size
     assert size < 2_500_000, f"{path.name} is {size / 1e6:.2f} MB; a page must stay under 2.5 MB"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_checks_say_what_they_got(path):
+    """A hidden check that compares computed values carries a message showing them, so a
+    reader whose CPU or seed gives another value sees what differed, not a bare
+    AssertionError (book/tools/assert_messages.py adds them)."""
+    bare = []
+    for index, cell in enumerate(_load(path)["cells"]):
+        if cell["cell_type"] == "code":
+            bare += [
+                f"cell {index}, line {node.lineno}: {ast.unparse(node.test)[:70]}"
+                for node in assert_messages.asserts_needing_message(_source(cell))
+            ]
+    assert bare == [], (
+        f"{path.name}: asserts without a message (run python "
+        f"book/tools/assert_messages.py {path.relative_to(ROOT)}): {bare}"
+    )

@@ -9,11 +9,15 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-
 from torch import nn  # noqa: E402
 
 from helpers.figures.plotting import (  # noqa: E402
-    heatmap, multihead_diagram, plot_decision_boundary, show_heatmaps, to_numpy)
+    heatmap,
+    multihead_diagram,
+    plot_decision_boundary,
+    show_heatmaps,
+    to_numpy,
+)
 from helpers.mlp import MLP  # noqa: E402
 
 
@@ -21,6 +25,7 @@ from helpers.mlp import MLP  # noqa: E402
 def no_show(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("plt.show() must never be called by a helper")
+
     monkeypatch.setattr(plt, "show", refuse)
     monkeypatch.setattr(Figure, "show", refuse)
     yield
@@ -50,8 +55,14 @@ def test_heatmap_returns_a_figure_with_labels_and_colorbar():
 
 
 def test_heatmap_custom_labels_ticks_and_no_colorbar():
-    fig = heatmap(np.eye(2), xlabel="positions", ylabel="tokens", colorbar=False,
-                  xticklabels=["a", "b"], yticklabels=["c", "d"])
+    fig = heatmap(
+        np.eye(2),
+        xlabel="positions",
+        ylabel="tokens",
+        colorbar=False,
+        xticklabels=["a", "b"],
+        yticklabels=["c", "d"],
+    )
     ax = fig.axes[0]
     assert len(fig.axes) == 1
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("positions", "tokens")
@@ -97,11 +108,14 @@ def test_show_heatmaps_3d_is_one_row_with_flat_titles():
     assert [ax.get_title() for ax in panels] == ["head 1", "head 2"]
 
 
-@pytest.mark.parametrize("grid", [
-    [np.random.rand(3, 4), np.random.rand(3, 5)],  # a flat list, different shapes
-    [[np.random.rand(3, 4), np.random.rand(3, 5)]],  # one row, different shapes
-    [[[0.1, 0.9], [0.5, 0.5]], [[1.0, 0.0], [0.3, 0.7]]],  # a flat list of nested lists
-])
+@pytest.mark.parametrize(
+    "grid",
+    [
+        [np.random.rand(3, 4), np.random.rand(3, 5)],  # a flat list, different shapes
+        [[np.random.rand(3, 4), np.random.rand(3, 5)]],  # one row, different shapes
+        [[[0.1, 0.9], [0.5, 0.5]], [[1.0, 0.0], [0.3, 0.7]]],  # a flat list of nested lists
+    ],
+)
 def test_show_heatmaps_lists_make_one_row(grid):
     fig = show_heatmaps(grid)
     assert len(images(fig)) == 2
@@ -120,12 +134,15 @@ def test_show_heatmaps_rejects_wrong_rank(grid):
         show_heatmaps(grid)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: heatmap(np.zeros((2, 3)), xticklabels=["a", "b"]),
-    lambda: heatmap(np.zeros((2, 3)), yticklabels=["a", "b", "c"]),
-    lambda: show_heatmaps(np.zeros((2, 3, 3)), titles=["only one"]),
-    lambda: heatmap(np.zeros((2, 3)), annotate=True, fmt="{:d}"),  # fails mid-drawing
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: heatmap(np.zeros((2, 3)), xticklabels=["a", "b"]),
+        lambda: heatmap(np.zeros((2, 3)), yticklabels=["a", "b", "c"]),
+        lambda: show_heatmaps(np.zeros((2, 3, 3)), titles=["only one"]),
+        lambda: heatmap(np.zeros((2, 3)), annotate=True, fmt="{:d}"),  # fails mid-drawing
+    ],
+)
 def test_a_failing_call_raises_and_leaves_no_figure_open(call):
     plt.close("all")
     with pytest.raises((ValueError, TypeError)):
@@ -166,16 +183,22 @@ def test_multihead_diagram_rejects_what_is_not_an_axes():
 
 # --- to_numpy and the checks of heatmap / show_heatmaps ---------------------------------------
 
-@pytest.mark.parametrize("value, match", [
-    ("weights", "matrix must be a tensor, an array or a nested list of numbers, got 'weights'"),
-    (None, "got None"),
-    ([[1.0], [1.0, 2.0]], r"rows of equal length\), got \[\[1.0\], \[1.0, 2.0\]\]"),
-    ({"a": 1}, "matrix must be a tensor"),
-    ([["a", "b"]], "matrix must be a tensor"),
-    (torch.ones(2, 2, dtype=torch.complex64), "matrix must hold real numbers, got dtype "
-                                              "torch.complex64"),
-    (np.ones((2, 2), dtype=complex), "matrix must hold real numbers"),
-])
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("weights", "matrix must be a tensor, an array or a nested list of numbers, got 'weights'"),
+        (None, "got None"),
+        ([[1.0], [1.0, 2.0]], r"rows of equal length\), got \[\[1.0\], \[1.0, 2.0\]\]"),
+        ({"a": 1}, "matrix must be a tensor"),
+        ([["a", "b"]], "matrix must be a tensor"),
+        (
+            torch.ones(2, 2, dtype=torch.complex64),
+            "matrix must hold real numbers, got dtype torch.complex64",
+        ),
+        (np.ones((2, 2), dtype=complex), "matrix must hold real numbers"),
+    ],
+)
 def test_to_numpy_rejects_what_is_not_a_real_matrix(value, match):
     """Regression: ragged lists and strings raised numpy's own errors; complex values lost
     their imaginary part with only a warning."""
@@ -184,19 +207,23 @@ def test_to_numpy_rejects_what_is_not_a_real_matrix(value, match):
 
 
 def test_to_numpy_takes_lists_of_tensors_and_bools():
-    np.testing.assert_array_equal(to_numpy([torch.ones(2), torch.zeros(2)]),
-                                  [[1.0, 1.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(
+        to_numpy([torch.ones(2), torch.zeros(2)]), [[1.0, 1.0], [0.0, 0.0]]
+    )
     assert to_numpy(torch.tensor([True, False])).dtype == np.float64
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(vmin=float("nan")), "vmin must be a finite real number, got nan"),
-    (dict(vmax=float("inf")), "vmax must be a finite real number, got inf"),
-    (dict(vmax="1"), "vmax must be a finite real number, got '1'"),
-    (dict(vmin=1.0, vmax=0.5), r"vmin must not exceed vmax, got vmin=1.0, vmax=0.5"),
-    (dict(fmt=2), "fmt must be a format string"),
-    (dict(ax="right"), "ax must be a matplotlib Axes or None, got 'right'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(vmin=float("nan")), "vmin must be a finite real number, got nan"),
+        (dict(vmax=float("inf")), "vmax must be a finite real number, got inf"),
+        (dict(vmax="1"), "vmax must be a finite real number, got '1'"),
+        (dict(vmin=1.0, vmax=0.5), r"vmin must not exceed vmax, got vmin=1.0, vmax=0.5"),
+        (dict(fmt=2), "fmt must be a format string"),
+        (dict(ax="right"), "ax must be a matplotlib Axes or None, got 'right'"),
+    ],
+)
 def test_heatmap_rejects_bad_options_before_making_a_figure(kwargs, match):
     """Regression: NaN and reversed limits drew an empty or wrong colour scale; a bad ax
     raised AttributeError."""
@@ -213,12 +240,18 @@ def test_heatmap_takes_equal_limits_and_0d_tensor_limits():
     assert images(fig)[0].get_clim() == (0.0, 0.5)
 
 
-@pytest.mark.parametrize("grid, match", [
-    ([np.zeros((2, 2)), np.zeros(3)], r"grid\[0\]\[1\] must be a 2-D \(Q, K\) matrix, "
-                                      r"got shape \(3,\)"),
-    ([[np.zeros((2, 2))], [np.zeros((0, 2))]], r"grid\[1\]\[0\] must not be empty"),
-    (["a", "b"], "matrix must be a tensor"),
-])
+@pytest.mark.parametrize(
+    "grid, match",
+    [
+        (
+            [np.zeros((2, 2)), np.zeros(3)],
+            r"grid\[0\]\[1\] must be a 2-D \(Q, K\) matrix, "
+            r"got shape \(3,\)",
+        ),
+        ([[np.zeros((2, 2))], [np.zeros((0, 2))]], r"grid\[1\]\[0\] must not be empty"),
+        (["a", "b"], "matrix must be a tensor"),
+    ],
+)
 def test_show_heatmaps_rejects_entries_that_are_not_matrices(grid, match):
     """Regression: a 1-D entry failed in imshow with TypeError; an empty one in nanmax."""
     plt.close("all")
@@ -233,6 +266,7 @@ def test_show_heatmaps_rejects_bad_limits():
 
 
 # --- plot_decision_boundary ------------------------------------------------------------------
+
 
 class _Halfplane(nn.Module):
     """Logit 10 * x_1: class 1 exactly where x_1 > 0."""
@@ -253,26 +287,47 @@ def test_plot_decision_boundary_returns_the_figure():
     assert own is not fig and len(own.axes) == 1
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: plot_decision_boundary(_Halfplane(), POINTS.tolist(), LABELS),
-     r"x must be a torch.Tensor of shape \(N, 2\)"),
-    (lambda: plot_decision_boundary(_Halfplane(), POINTS.long(), LABELS),
-     "x must be a floating-point tensor"),
-    (lambda: plot_decision_boundary(_Halfplane(), POINTS[:, :1], LABELS),
-     r"expected a tensor of shape \('\*', 2\), got shape \(4, 1\)"),
-    (lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS[:3]),
-     r"expected a tensor of shape \(4,\), got shape \(3,\)"),
-    (lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS.tolist()),
-     r"y must be a torch.Tensor of shape \(N,\)"),
-    (lambda: plot_decision_boundary(_Halfplane(), POINTS, torch.tensor([0, 1, 2, 0])),
-     "y must hold the labels 0 and 1 only"),
-    (lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS, resolution=0),
-     "resolution must be a positive integer, got 0"),
-    (lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS, ax="left"),
-     "ax must be a matplotlib Axes or None"),
-    (lambda: plot_decision_boundary(_Halfplane(), POINTS[:0], LABELS[:0]),
-     "at least one point"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (
+            lambda: plot_decision_boundary(_Halfplane(), POINTS.tolist(), LABELS),
+            r"x must be a torch.Tensor of shape \(N, 2\)",
+        ),
+        (
+            lambda: plot_decision_boundary(_Halfplane(), POINTS.long(), LABELS),
+            "x must be a floating-point tensor",
+        ),
+        (
+            lambda: plot_decision_boundary(_Halfplane(), POINTS[:, :1], LABELS),
+            r"expected a tensor of shape \('\*', 2\), got shape \(4, 1\)",
+        ),
+        (
+            lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS[:3]),
+            r"expected a tensor of shape \(4,\), got shape \(3,\)",
+        ),
+        (
+            lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS.tolist()),
+            r"y must be a torch.Tensor of shape \(N,\)",
+        ),
+        (
+            lambda: plot_decision_boundary(_Halfplane(), POINTS, torch.tensor([0, 1, 2, 0])),
+            "y must hold the labels 0 and 1 only",
+        ),
+        (
+            lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS, resolution=0),
+            "resolution must be a positive integer, got 0",
+        ),
+        (
+            lambda: plot_decision_boundary(_Halfplane(), POINTS, LABELS, ax="left"),
+            "ax must be a matplotlib Axes or None",
+        ),
+        (
+            lambda: plot_decision_boundary(_Halfplane(), POINTS[:0], LABELS[:0]),
+            "at least one point",
+        ),
+    ],
+)
 def test_plot_decision_boundary_rejects_bad_input_and_leaves_no_figure(call, match):
     """Regression: lists raised AttributeError, labels 2 were silently left out of the
     scatter, and a failing call left an open figure behind."""

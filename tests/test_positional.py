@@ -30,8 +30,12 @@ def test_sinusoidal_values_match_the_loop_formula(num_positions, d_model):
             angle = t / 10000 ** (2 * i / d_model)
             expected[t, 2 * i], expected[t, 2 * i + 1] = math.sin(angle), math.cos(angle)
     torch.testing.assert_close(table, expected.float(), atol=1e-7, rtol=0)
-    torch.testing.assert_close(sinusoidal_encoding(num_positions, d_model, dtype=torch.float64),
-                               expected, atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        sinusoidal_encoding(num_positions, d_model, dtype=torch.float64),
+        expected,
+        atol=1e-12,
+        rtol=0,
+    )
 
 
 def test_sinusoidal_first_row_and_range():
@@ -45,7 +49,7 @@ def test_shift_is_a_fixed_linear_map():
     table = sinusoidal_encoding(300, 16, dtype=torch.float64)  # (T, D)
     for k in [0, 1, 2, 5, 17, 100]:
         shift = rotation_matrix(k, 16, dtype=torch.float64)  # (D, D)
-        torch.testing.assert_close(table[k:], table[:300 - k] @ shift.T, atol=1e-10, rtol=0)
+        torch.testing.assert_close(table[k:], table[: 300 - k] @ shift.T, atol=1e-10, rtol=0)
         assert torch.allclose(shift @ shift.T, torch.eye(16, dtype=torch.float64))  # orthogonal
 
 
@@ -55,26 +59,33 @@ def test_rotation_matrix_float32_and_block_structure():
     assert torch.count_nonzero(shift[:2, 2:]) == 0 and torch.count_nonzero(shift[2:, :2]) == 0
     table = sinusoidal_encoding(40, 8)
     torch.testing.assert_close(table[3:], table[:-3] @ shift.T, atol=1e-6, rtol=0)
-    torch.testing.assert_close(rotation_matrix(2, 8) @ rotation_matrix(5, 8),
-                               rotation_matrix(7, 8), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        rotation_matrix(2, 8) @ rotation_matrix(5, 8), rotation_matrix(7, 8), atol=1e-6, rtol=0
+    )
 
 
 def test_dot_product_depends_only_on_offset():
     table = sinusoidal_encoding(400, 32, dtype=torch.float64)
     omegas = 10000.0 ** (-torch.arange(0, 32, 2, dtype=torch.float64) / 32)
     for k in [0, 1, 3, 10, 50]:
-        dots = (table[:400 - k] * table[k:]).sum(-1)  # PE(t)·PE(t+k) for every t
+        dots = (table[: 400 - k] * table[k:]).sum(-1)  # PE(t)·PE(t+k) for every t
         expected = torch.cos(k * omegas).sum()
         torch.testing.assert_close(dots, expected.expand_as(dots), atol=1e-10, rtol=0)
 
 
-@given(m=st.integers(0, 5000), n=st.integers(0, 5000), shift=st.integers(-5000, 5000),
-       seed=st.integers(0, 2**16))
+@given(
+    m=st.integers(0, 5000),
+    n=st.integers(0, 5000),
+    shift=st.integers(-5000, 5000),
+    seed=st.integers(0, 2**16),
+)
 def test_rope_scores_depend_only_on_offset(m, n, shift, seed):
     q, k = randn(2, 1, 8, seed=seed)  # (1, D) each
     score = (rotary_embedding(q, torch.tensor([m])) * rotary_embedding(k, torch.tensor([n]))).sum()
-    shifted = (rotary_embedding(q, torch.tensor([m + shift]))
-               * rotary_embedding(k, torch.tensor([n + shift]))).sum()
+    shifted = (
+        rotary_embedding(q, torch.tensor([m + shift]))
+        * rotary_embedding(k, torch.tensor([n + shift]))
+    ).sum()
     torch.testing.assert_close(shifted, score, atol=1e-9, rtol=1e-9)
 
 
@@ -93,9 +104,11 @@ def test_rope_equals_rotation_matrix_and_its_formula():
     for t in range(5):
         torch.testing.assert_close(rotated[t], x[t] @ rotation_matrix(t, 6, dtype=torch.float64))
     t, i, theta = 3, 1, 10000.0 ** (-2 * 1 / 6)
-    expected = (x[t, 2 * i] * math.cos(t * theta) - x[t, 2 * i + 1] * math.sin(t * theta),
-                x[t, 2 * i] * math.sin(t * theta) + x[t, 2 * i + 1] * math.cos(t * theta))
-    torch.testing.assert_close(rotated[t, 2 * i:2 * i + 2], torch.stack(expected).to(x.dtype))
+    expected = (
+        x[t, 2 * i] * math.cos(t * theta) - x[t, 2 * i + 1] * math.sin(t * theta),
+        x[t, 2 * i] * math.sin(t * theta) + x[t, 2 * i + 1] * math.cos(t * theta),
+    )
+    torch.testing.assert_close(rotated[t, 2 * i : 2 * i + 2], torch.stack(expected).to(x.dtype))
 
 
 def test_rope_positions_and_float32():
@@ -145,8 +158,11 @@ def test_positional_modules_check_length_and_features():
     with pytest.raises(ValueError, match="d_model=8"):
         sinusoidal(torch.zeros(1, 3, 6))
     learned = LearnedPositionalEncoding(4, 8)
-    with pytest.raises(ValueError, match=r"LearnedPositionalEncoding holds max_len=4 positions, "
-                                         r"got T=5"):
+    with pytest.raises(
+        ValueError,
+        match=r"LearnedPositionalEncoding holds max_len=4 positions, "
+        r"got T=5",
+    ):
         learned(torch.zeros(2, 5, 8))
     with pytest.raises(ValueError, match="d_model=8"):
         learned(torch.zeros(2, 3, 4))
@@ -174,9 +190,11 @@ def test_chapter_error_texts():
     for module in (LearnedPositionalEncoding(16, 8), SinusoidalPositionalEncoding(8, max_len=16)):
         with pytest.raises(ValueError) as error:
             module(torch.zeros(1, 20, 8))
-        assert str(error.value) == (f"{type(module).__name__} holds max_len=16 positions, got "
-                                    f"T=20 (x of shape (1, 20, 8)); build it with a larger "
-                                    f"max_len")
+        assert str(error.value) == (
+            f"{type(module).__name__} holds max_len=16 positions, got "
+            f"T=20 (x of shape (1, 20, 8)); build it with a larger "
+            f"max_len"
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.bool, "float32"])
@@ -224,11 +242,14 @@ def test_positional_modules_reject_integer_and_non_tensor_input():
             module(torch.zeros(4))
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    (dict(max_len=0), "max_len must be a positive integer, got 0"),
-    (dict(dropout=1.0), r"dropout must be a probability in \[0, 1\), got 1.0"),
-    (dict(dropout=float("nan")), r"dropout must be a probability in \[0, 1\)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (dict(max_len=0), "max_len must be a positive integer, got 0"),
+        (dict(dropout=1.0), r"dropout must be a probability in \[0, 1\), got 1.0"),
+        (dict(dropout=float("nan")), r"dropout must be a probability in \[0, 1\)"),
+    ],
+)
 def test_positional_modules_reject_bad_settings(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         SinusoidalPositionalEncoding(8, **kwargs)

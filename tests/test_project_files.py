@@ -7,11 +7,10 @@ import json
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
-
+import tomllib
 from clients.common import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,29 +49,40 @@ def test_pages_publish_only_after_the_tests_pass():
     trigger = pages.split("\non:\n", 1)[1].split("\n\n", 1)[0]
     assert trigger.strip() == "workflow_call:", f"pages.yml has other triggers: {trigger}"
     publish = test.split("\n  publish:\n", 1)[1]
-    jobs = [line[2:-1] for line in test.splitlines()
-            if line.startswith("  ") and not line.startswith("   ") and line.endswith(":")]
+    jobs = [
+        line[2:-1]
+        for line in test.splitlines()
+        if line.startswith("  ") and not line.startswith("   ") and line.endswith(":")
+    ]
     needs = publish.split("needs: [", 1)[1].split("]", 1)[0].split(", ")
     assert sorted(needs) == sorted(j for j in jobs if j != "publish"), (needs, jobs)
     assert "github.ref == 'refs/heads/main'" in publish
 
 
 def test_workflows_pass_actionlint():
-    run = subprocess.run([_linter("actionlint"), *map(str, WORKFLOWS)], capture_output=True,
-                         text=True, cwd=ROOT)
+    run = subprocess.run(
+        [_linter("actionlint"), *map(str, WORKFLOWS)], capture_output=True, text=True, cwd=ROOT
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_workflows_pass_zizmor():
-    run = subprocess.run([_linter("zizmor"), "--offline", "--no-progress",
-                          str(ROOT / ".github" / "workflows")],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run(
+        [_linter("zizmor"), "--offline", "--no-progress", str(ROOT / ".github" / "workflows")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_citation_cff_is_valid_and_points_at_the_repository():
-    run = subprocess.run([_linter("cffconvert"), "--validate", "-i", "CITATION.cff"],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run(
+        [_linter("cffconvert"), "--validate", "-i", "CITATION.cff"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     text = (ROOT / "CITATION.cff").read_text()
     assert f'repository-code: "{bootstrap.repository_url()}"' in text
@@ -93,8 +103,11 @@ def tree(tmp_path):
     """The files `make set-repo` rewrites, copied so the real ones are never touched."""
     for name in ("_config.yml", "CITATION.cff"):
         shutil.copy2(ROOT / name, tmp_path / name)
-    shutil.copytree(ROOT / "chapters", tmp_path / "chapters",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(
+        ROOT / "chapters",
+        tmp_path / "chapters",
+        ignore=shutil.ignore_patterns(".ipynb_checkpoints"),
+    )
     (tmp_path / "book").mkdir()
     shutil.copy2(ROOT / "book" / "intro.ipynb", tmp_path / "book" / "intro.ipynb")
     return tmp_path
@@ -113,10 +126,39 @@ def test_set_repository_rewrites_config_citation_and_every_bootstrap_cell(tree):
     assert bootstrap.set_repository(url, root=tree)[2:] == []  # a second run changes no cell
 
 
-@pytest.mark.parametrize("bad", ["http://github.com/a/b", "https://gitlab.com/a/b",
-                                 "https://github.com/a", "github.com/a/b", "https://github.com/a/b c"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "http://github.com/a/b",
+        "https://gitlab.com/a/b",
+        "https://github.com/a",
+        "github.com/a/b",
+        "https://github.com/a/b c",
+    ],
+)
 def test_set_repository_refuses_what_is_not_a_github_repository(tree, bad):
     before = (tree / "_config.yml").read_text()
     with pytest.raises(ValueError, match="https://github.com/OWNER/REPO"):
         bootstrap.set_repository(bad, root=tree)
     assert (tree / "_config.yml").read_text() == before
+
+
+def test_ruff_lints_and_formats_clean():
+    """The library, tests, benchmarks and build tools pass `ruff check` and `ruff format
+    --check` (configuration in pyproject.toml; pre-commit runs the same)."""
+    ruff = Path(sys.executable).parent / "ruff"
+    if not ruff.exists():
+        unavailable(f"{ruff} missing: make book installs it from requirements.txt")
+    for args in (["check", "--no-fix"], ["format", "--check"]):
+        run = subprocess.run([ruff, *args], capture_output=True, text=True, cwd=ROOT)
+        assert run.returncode == 0, f"ruff {' '.join(args)}:\n{run.stdout}{run.stderr}"
+
+
+def test_pre_commit_uses_the_pinned_ruff():
+    config = (ROOT / ".pre-commit-config.yaml").read_text()
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    assert f"rev: v{pins['ruff']}" in config, "pre-commit's ruff differs from requirements.txt"

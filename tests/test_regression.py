@@ -7,13 +7,19 @@ import pytest
 import torch
 
 from helpers.kernels import NWKernelRegression
-from helpers.tasks.regression import (RegressionData, nadaraya_watson_data, nw_target,
-                                      sample_function, train_nw, wiggly_target)
+from helpers.tasks.regression import (
+    RegressionData,
+    nadaraya_watson_data,
+    nw_target,
+    sample_function,
+    train_nw,
+    wiggly_target,
+)
 
 
 def test_nw_target_known_values():
     x = torch.tensor([0.0, math.pi / 2, math.pi])
-    expected = torch.tensor([0.0, 2 + (math.pi / 2) ** 0.8, math.pi ** 0.8])
+    expected = torch.tensor([0.0, 2 + (math.pi / 2) ** 0.8, math.pi**0.8])
     torch.testing.assert_close(nw_target(x), expected, atol=1e-5, rtol=1e-5)
 
 
@@ -54,22 +60,25 @@ def test_nadaraya_watson_data_ignores_the_global_seed():
     assert torch.equal(a.y_train, b.y_train)
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    ({"num_train": 0}, r"num_train must be a positive integer, got 0"),
-    ({"num_test": 0}, r"num_test must be a positive integer, got 0"),
-    ({"noise": -0.1}, r"noise must be a finite number >= 0, got -0.1"),
-    ({"noise": float("nan")}, r"noise must be a finite number >= 0, got nan"),
-    # regressions: these were accepted (or failed inside torch)
-    ({"num_train": 2.5}, r"num_train must be a positive integer, got 2.5"),
-    ({"num_test": True}, r"num_test must be a positive integer, got True"),
-    ({"noise": float("inf")}, r"noise must be a finite number >= 0, got inf"),
-    ({"noise": True}, r"noise must be a finite number >= 0, got True"),
-    ({"x_max": 0.0}, r"x_max must be a finite number > 0, got 0.0"),
-    ({"x_max": -5.0}, r"x_max must be a finite number > 0, got -5.0"),
-    ({"x_max": float("nan")}, r"x_max must be a finite number > 0, got nan"),
-    ({"seed": -1}, r"seed must be a non-negative integer, got -1"),
-    ({"seed": 1.5}, r"seed must be a non-negative integer, got 1.5"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        ({"num_train": 0}, r"num_train must be a positive integer, got 0"),
+        ({"num_test": 0}, r"num_test must be a positive integer, got 0"),
+        ({"noise": -0.1}, r"noise must be a finite number >= 0, got -0.1"),
+        ({"noise": float("nan")}, r"noise must be a finite number >= 0, got nan"),
+        # regressions: these were accepted (or failed inside torch)
+        ({"num_train": 2.5}, r"num_train must be a positive integer, got 2.5"),
+        ({"num_test": True}, r"num_test must be a positive integer, got True"),
+        ({"noise": float("inf")}, r"noise must be a finite number >= 0, got inf"),
+        ({"noise": True}, r"noise must be a finite number >= 0, got True"),
+        ({"x_max": 0.0}, r"x_max must be a finite number > 0, got 0.0"),
+        ({"x_max": -5.0}, r"x_max must be a finite number > 0, got -5.0"),
+        ({"x_max": float("nan")}, r"x_max must be a finite number > 0, got nan"),
+        ({"seed": -1}, r"seed must be a non-negative integer, got -1"),
+        ({"seed": 1.5}, r"seed must be a non-negative integer, got 1.5"),
+    ],
+)
 def test_nadaraya_watson_data_rejects_bad_arguments(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         nadaraya_watson_data(**kwargs)
@@ -85,16 +94,19 @@ def test_sample_function_shapes_grid_and_noise():
     assert torch.equal(noisy, again) and not torch.equal(noisy, y)
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    ({"num_points": 1}, r"num_points must be an integer >= 2, got 1"),
-    ({"low": 1.0, "high": 1.0}, r"high must be greater than low, got low=1.0, high=1.0"),
-    # regressions: these were accepted (or failed inside torch)
-    ({"num_points": 3.0}, r"num_points must be an integer >= 2, got 3.0"),
-    ({"low": float("nan")}, r"low must be a finite real number, got nan"),
-    ({"high": float("inf")}, r"high must be a finite real number, got inf"),
-    ({"noise": -0.5}, r"noise must be a finite number >= 0, got -0.5"),
-    ({"seed": None}, r"seed must be a non-negative integer, got None"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        ({"num_points": 1}, r"num_points must be an integer >= 2, got 1"),
+        ({"low": 1.0, "high": 1.0}, r"high must be greater than low, got low=1.0, high=1.0"),
+        # regressions: these were accepted (or failed inside torch)
+        ({"num_points": 3.0}, r"num_points must be an integer >= 2, got 3.0"),
+        ({"low": float("nan")}, r"low must be a finite real number, got nan"),
+        ({"high": float("inf")}, r"high must be a finite real number, got inf"),
+        ({"noise": -0.5}, r"noise must be a finite number >= 0, got -0.5"),
+        ({"seed": None}, r"seed must be a non-negative integer, got None"),
+    ],
+)
 def test_sample_function_rejects_bad_arguments(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         sample_function(torch.sin, **kwargs)
@@ -104,19 +116,25 @@ def test_sample_function_rejects_a_bad_function():
     """Regression: a non-callable raised TypeError; a wrong-shaped result broadcast silently."""
     with pytest.raises(ValueError, match=r"fn must be a function of x \(N, 1\), got 3"):
         sample_function(3)
-    with pytest.raises(ValueError, match=r"fn must map x of shape \(5, 1\) to a tensor of the "
-                                         r"same shape, got a tensor of shape \(5,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"fn must map x of shape \(5, 1\) to a tensor of the "
+        r"same shape, got a tensor of shape \(5,\)",
+    ):
         sample_function(lambda x: x[:, 0], 5)
     with pytest.raises(ValueError, match=r"fn must map x .* got 1.0"):
         sample_function(lambda x: 1.0, 5)
 
 
 @pytest.mark.parametrize("target", [nw_target, wiggly_target])
-@pytest.mark.parametrize("x, pattern", [
-    (1.5, r"x must be a torch.Tensor of shape \(…\), got 1.5"),
-    ([0.0, 1.0], r"x must be a torch.Tensor"),
-    (torch.tensor([1, 2]), r"x must be a floating-point tensor, got dtype torch.int64"),
-])
+@pytest.mark.parametrize(
+    "x, pattern",
+    [
+        (1.5, r"x must be a torch.Tensor of shape \(…\), got 1.5"),
+        ([0.0, 1.0], r"x must be a torch.Tensor"),
+        (torch.tensor([1, 2]), r"x must be a floating-point tensor, got dtype torch.int64"),
+    ],
+)
 def test_targets_reject_what_is_not_a_floating_tensor(target, x, pattern):
     """The targets are curves over real x: a number or list (TypeError before) and an
     int tensor are refused, as everywhere a floating tensor is needed."""
@@ -125,6 +143,7 @@ def test_targets_reject_what_is_not_a_floating_tensor(target, x, pattern):
 
 
 # --- train_nw ----------------------------------------------------------------------------
+
 
 def test_train_nw_leave_one_out_is_deterministic_and_learns():
     data = nadaraya_watson_data(50, 50, seed=0)
@@ -142,8 +161,7 @@ def test_train_nw_leave_one_out_is_deterministic_and_learns():
 def test_train_nw_without_leave_one_out_memorises():
     data = nadaraya_watson_data(50, 50, seed=0)
     model = NWKernelRegression(w=1.0)
-    losses = train_nw(model, data.x_train, data.y_train, epochs=100, lr=5.0,
-                      leave_one_out=False)
+    losses = train_nw(model, data.x_train, data.y_train, epochs=100, lr=5.0, leave_one_out=False)
     first_w = model.w.item()
     train_nw(model, data.x_train, data.y_train, epochs=100, lr=5.0, leave_one_out=False)
     assert model.w.item() > first_w > 6.0  # w keeps growing
@@ -163,28 +181,44 @@ def test_train_nw_validates():
         train_nw(model, torch.zeros(1), torch.zeros(1), epochs=1, lr=0.1)
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    (dict(model=torch.nn.Linear(1, 1)), r"model must be an NWKernelRegression, got"),
-    (dict(epochs=2.0), r"epochs must be a non-negative integer, got 2.0"),
-    (dict(epochs=True), r"epochs must be a non-negative integer, got True"),
-    (dict(lr=float("nan")), r"lr must be a finite number > 0, got nan"),
-    (dict(lr=float("inf")), r"lr must be a finite number > 0, got inf"),
-    (dict(lr=-1.0), r"lr must be a finite number > 0, got -1.0"),
-    (dict(x_train=[0.0, 1.0, 2.0]), r"x_train must be a torch.Tensor of shape \(N,\)"),
-    (dict(y_train=torch.tensor([0, 1, 2])), r"y_train must be a floating-point tensor, got "
-                                            r"dtype torch.int64"),
-    (dict(x_train=torch.zeros(3, 1), y_train=torch.zeros(3, 1)), r"x_train and y_train must "
-                                                                 r"both be 1-D"),
-    (dict(leave_one_out="yes"), r"leave_one_out must be True or False, got 'yes'"),
-    (dict(x_train=torch.zeros(0), y_train=torch.zeros(0), leave_one_out=False),
-     r"at least 1 training point, got N=0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (dict(model=torch.nn.Linear(1, 1)), r"model must be an NWKernelRegression, got"),
+        (dict(epochs=2.0), r"epochs must be a non-negative integer, got 2.0"),
+        (dict(epochs=True), r"epochs must be a non-negative integer, got True"),
+        (dict(lr=float("nan")), r"lr must be a finite number > 0, got nan"),
+        (dict(lr=float("inf")), r"lr must be a finite number > 0, got inf"),
+        (dict(lr=-1.0), r"lr must be a finite number > 0, got -1.0"),
+        (dict(x_train=[0.0, 1.0, 2.0]), r"x_train must be a torch.Tensor of shape \(N,\)"),
+        (
+            dict(y_train=torch.tensor([0, 1, 2])),
+            r"y_train must be a floating-point tensor, got "
+            r"dtype torch.int64",
+        ),
+        (
+            dict(x_train=torch.zeros(3, 1), y_train=torch.zeros(3, 1)),
+            r"x_train and y_train must "
+            r"both be 1-D",
+        ),
+        (dict(leave_one_out="yes"), r"leave_one_out must be True or False, got 'yes'"),
+        (
+            dict(x_train=torch.zeros(0), y_train=torch.zeros(0), leave_one_out=False),
+            r"at least 1 training point, got N=0",
+        ),
+    ],
+)
 def test_train_nw_rejects_bad_arguments(kwargs, pattern):
     """Regression: another model failed inside the loop with a TypeError and
     leave_one_out="yes" counted as True; lists and int tensors are refused now (the inputs
     are floating tensors, as the chapter's data are)."""
-    args = dict(model=NWKernelRegression(), x_train=torch.arange(3.0),
-                y_train=torch.arange(3.0), epochs=1, lr=0.1)
+    args = dict(
+        model=NWKernelRegression(),
+        x_train=torch.arange(3.0),
+        y_train=torch.arange(3.0),
+        epochs=1,
+        lr=0.1,
+    )
     args.update(kwargs)
     with pytest.raises(ValueError, match=pattern):
         train_nw(**args)

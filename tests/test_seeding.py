@@ -49,6 +49,7 @@ def test_set_seed_rejects_bad_seeds(seed):
 
 
 def test_set_seed_rejects_seeds_numpy_cannot_take():
-    with pytest.raises(ValueError,
-                       match=r"seed must be below 2\*\*32 = 4294967296 .*got 4294967296"):
+    with pytest.raises(
+        ValueError, match=r"seed must be below 2\*\*32 = 4294967296 .*got 4294967296"
+    ):
         set_seed(2**32)

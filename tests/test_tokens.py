@@ -7,8 +7,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers.masks import valid_length_mask
-from helpers.tasks.tokens import (BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, build_vocab, decode, encode,
-                                  format_matrix, pad_tokens)
+from helpers.tasks.tokens import (
+    BOS_TOKEN,
+    EOS_TOKEN,
+    PAD_TOKEN,
+    build_vocab,
+    decode,
+    encode,
+    format_matrix,
+    pad_tokens,
+)
 
 SENTENCES = ["I like you", "hello", "attention is all you need"]
 
@@ -27,11 +35,14 @@ def test_pad_tokens_left_and_given_length():
     assert valid_lens.tolist() == [2, 1]
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    (dict(length=2), r"length must be an integer >= the longest sentence \(5 tokens\), got 2"),
-    (dict(side="middle"), r"side must be 'right' or 'left', got 'middle'"),
-    (dict(length=True), r"length must be an integer"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (dict(length=2), r"length must be an integer >= the longest sentence \(5 tokens\), got 2"),
+        (dict(side="middle"), r"side must be 'right' or 'left', got 'middle'"),
+        (dict(length=True), r"length must be an integer"),
+    ],
+)
 def test_pad_tokens_rejects_bad_arguments(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         pad_tokens(SENTENCES, **kwargs)
@@ -43,9 +54,11 @@ def test_pad_tokens_rejects_bad_sentences(sentences):
         pad_tokens(sentences)
 
 
-@given(st.lists(st.lists(st.sampled_from("abcde"), min_size=0, max_size=6),
-                min_size=1, max_size=5),
-       st.integers(0, 3), st.sampled_from(["right", "left"]))
+@given(
+    st.lists(st.lists(st.sampled_from("abcde"), min_size=0, max_size=6), min_size=1, max_size=5),
+    st.integers(0, 3),
+    st.sampled_from(["right", "left"]),
+)
 def test_pad_tokens_property(sentences, extra, side):
     longest = max(len(s) for s in sentences)
     padded, valid_lens = pad_tokens(sentences, length=longest + extra, side=side)
@@ -103,8 +116,7 @@ def test_format_matrix_bool_with_labels():
 
 
 def test_format_matrix_numbers_inf_and_nan():
-    text = format_matrix(torch.tensor([[0.5, float("-inf")], [float("nan"), 1.0]]),
-                         fmt="{:.2f}")
+    text = format_matrix(torch.tensor([[0.5, float("-inf")], [float("nan"), 1.0]]), fmt="{:.2f}")
     assert text.splitlines() == ["  0.50  -inf", "   nan  1.00"]
 
 
@@ -138,8 +150,9 @@ def test_encode_and_decode_reject_a_bad_vocab(vocab):
         decode(torch.zeros(1, 1, dtype=torch.long), vocab)
 
 
-@pytest.mark.parametrize("ids", [torch.zeros(1, 2, dtype=torch.bool),
-                                 torch.zeros(1, 2, dtype=torch.complex64), [[0, 1]]])
+@pytest.mark.parametrize(
+    "ids", [torch.zeros(1, 2, dtype=torch.bool), torch.zeros(1, 2, dtype=torch.complex64), [[0, 1]]]
+)
 def test_decode_rejects_ids_that_are_not_integers(ids):
     with pytest.raises(ValueError, match=r"ids must be a 2-D integer tensor"):
         decode(ids, build_vocab(["a"]))
@@ -156,21 +169,25 @@ def test_format_matrix_numpy_and_lists():
     assert format_matrix([[1, 2]], fmt="{:.1f}") == "  1.0  2.0"
 
 
-@pytest.mark.parametrize("matrix", [[["a", "b"]], [[1, 2], [3]],
-                                    torch.ones(2, 2, dtype=torch.cfloat), "ab", None])
+@pytest.mark.parametrize(
+    "matrix", [[["a", "b"]], [[1, 2], [3]], torch.ones(2, 2, dtype=torch.cfloat), "ab", None]
+)
 def test_format_matrix_rejects_what_is_not_a_real_matrix(matrix):
     with pytest.raises(ValueError, match="matrix"):
         format_matrix(matrix)
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    (dict(fmt=3), "fmt must be a string"),
-    (dict(fmt="{:d}"), "fmt must format one number"),
-    (dict(fmt="{0} {1}"), "fmt must format one number"),
-    (dict(true=1), "true must be a string"),
-    (dict(row_labels="ab"), "row_labels must be a list of strings"),
-    (dict(col_labels=[1, 2]), "col_labels must be a list of strings"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (dict(fmt=3), "fmt must be a string"),
+        (dict(fmt="{:d}"), "fmt must format one number"),
+        (dict(fmt="{0} {1}"), "fmt must format one number"),
+        (dict(true=1), "true must be a string"),
+        (dict(row_labels="ab"), "row_labels must be a list of strings"),
+        (dict(col_labels=[1, 2]), "col_labels must be a list of strings"),
+    ],
+)
 def test_format_matrix_rejects_bad_formats_and_labels(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         format_matrix(torch.zeros(2, 2), **kwargs)

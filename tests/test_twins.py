@@ -10,18 +10,35 @@ from hypothesis import strategies as st
 
 from helpers.multihead import MultiHeadAttention
 from helpers.seeding import set_seed
-from helpers.tasks.twins import (TARGETS, TwinsData, TwinsModel, relation_weights, train_twins,
-                                 twins_accuracy, twins_task)
+from helpers.tasks.twins import (
+    TARGETS,
+    TwinsData,
+    TwinsModel,
+    relation_weights,
+    train_twins,
+    twins_accuracy,
+    twins_task,
+)
 
 
-@given(num_sequences=st.integers(1, 20), half=st.integers(2, 6), extra=st.integers(0, 4),
-       seed=st.integers(0, 1000))
+@given(
+    num_sequences=st.integers(1, 20),
+    half=st.integers(2, 6),
+    extra=st.integers(0, 4),
+    seed=st.integers(0, 1000),
+)
 @settings(max_examples=30, deadline=None)
 def test_twins_task_every_symbol_twice_and_targets_consistent(num_sequences, half, extra, seed):
     seq_len = 2 * half
     data = twins_task(num_sequences, seq_len=seq_len, vocab_size=half + extra, seed=seed)
-    for field in (data.symbols, data.colours, data.twin, data.previous, data.next,
-                  data.twin_colour):
+    for field in (
+        data.symbols,
+        data.colours,
+        data.twin,
+        data.previous,
+        data.next,
+        data.twin_colour,
+    ):
         assert field.shape == (num_sequences, seq_len) and field.dtype == torch.long
     for row in data.symbols:
         counts = torch.bincount(row)
@@ -45,10 +62,16 @@ def test_twins_task_is_seeded_and_leaves_global_rng_alone():
     assert not torch.equal(a.symbols, twins_task(5, seed=4).symbols)
 
 
-@pytest.mark.parametrize("kwargs", [dict(num_sequences=0), dict(num_sequences=2, seq_len=7),
-                                    dict(num_sequences=2, seq_len=8, vocab_size=3),
-                                    dict(num_sequences=2, num_colours=0),
-                                    dict(num_sequences=2.5)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(num_sequences=0),
+        dict(num_sequences=2, seq_len=7),
+        dict(num_sequences=2, seq_len=8, vocab_size=3),
+        dict(num_sequences=2, num_colours=0),
+        dict(num_sequences=2.5),
+    ],
+)
 def test_twins_task_bad_input(kwargs):
     with pytest.raises(ValueError):
         twins_task(**kwargs)
@@ -69,6 +92,24 @@ def test_model_shapes_and_bad_input():
         model(data.symbols, data.colours[:, :4])
     with pytest.raises(ValueError, match="divisible"):
         TwinsModel(10, 3)
+    with pytest.raises(ValueError, match="positions must be True or False"):
+        TwinsModel(12, 3, positions="no")
+
+
+def test_model_without_positions_is_permutation_equivariant():
+    set_seed(0)
+    data = twins_task(4, seed=3)
+    order = torch.tensor([3, 0, 6, 1, 7, 2, 5, 4])
+    for positions in (False, True):
+        model = TwinsModel(12, 3, positions=positions)
+        assert (model.position_embedding is None) is (not positions)
+        logits, weights = model(data.symbols, data.colours)
+        logits_p, weights_p = model(data.symbols[:, order], data.colours[:, order])
+        same = [
+            torch.allclose(logits_p[name], logits[name][:, order], atol=1e-5) for name in TARGETS
+        ]
+        same.append(torch.allclose(weights_p, weights[:, :, order][:, :, :, order], atol=1e-6))
+        assert all(same) is (not positions), (positions, same)
 
 
 def test_training_makes_three_heads_specialise():
@@ -102,8 +143,15 @@ def test_relation_weights_on_hand_made_heads():
     T = 6
     twin = torch.tensor([[3, 4, 5, 0, 1, 2]])  # (1, T)
     eye = torch.eye(T)
-    heads = torch.stack([eye.roll(-1, dims=1), eye.roll(1, dims=1),  # previous, next
-                         eye[twin[0]], eye, torch.full((T, T), 1 / T)])  # twin, self, uniform
+    heads = torch.stack(
+        [
+            eye.roll(-1, dims=1),
+            eye.roll(1, dims=1),  # previous, next
+            eye[twin[0]],
+            eye,
+            torch.full((T, T), 1 / T),
+        ]
+    )  # twin, self, uniform
     relations = relation_weights(heads[None], twin)  # (1, 5, T, T)
     torch.testing.assert_close(relations["previous"], torch.tensor([1, 0, 0, 0, 1 / T]))
     torch.testing.assert_close(relations["next"], torch.tensor([0, 1, 0, 0, 1 / T]))
@@ -124,22 +172,26 @@ def test_targets_and_the_model_attention():
     assert isinstance(model.mha, MultiHeadAttention) and model.mha.num_heads == 3
 
 
-@pytest.mark.parametrize("kwargs", [dict(num_sequences=2, seed=-1),
-                                    dict(num_sequences=2, seed=1.0),
-                                    dict(num_sequences=True)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(num_sequences=2, seed=-1), dict(num_sequences=2, seed=1.0), dict(num_sequences=True)],
+)
 def test_twins_task_rejects_bad_seed_and_counts(kwargs):
     with pytest.raises(ValueError):
         twins_task(**kwargs)
 
 
-@pytest.mark.parametrize("args, kwargs, match", [
-    ((0, 1), {}, "d_model must be a positive integer"),
-    ((8, 0), {}, "num_heads must be a positive integer"),
-    ((8.0, 2), {}, "d_model must be a positive integer"),
-    ((8, 2), {"seq_len": 0}, "seq_len must be a positive integer"),
-    ((8, 2), {"vocab_size": 0}, "vocab_size must be a positive integer"),
-    ((8, 2), {"num_colours": -4}, "num_colours must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, match",
+    [
+        ((0, 1), {}, "d_model must be a positive integer"),
+        ((8, 0), {}, "num_heads must be a positive integer"),
+        ((8.0, 2), {}, "d_model must be a positive integer"),
+        ((8, 2), {"seq_len": 0}, "seq_len must be a positive integer"),
+        ((8, 2), {"vocab_size": 0}, "vocab_size must be a positive integer"),
+        ((8, 2), {"num_colours": -4}, "num_colours must be a positive integer"),
+    ],
+)
 def test_model_rejects_bad_sizes(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         TwinsModel(*args, **kwargs)

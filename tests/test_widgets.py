@@ -16,10 +16,15 @@ from ipywidgets.widgets.widget import _instances  # noqa: E402
 from ipywidgets.widgets.widget_link import DirectionalLink, Link  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from helpers.figures.frames import (MIN_TEXT_PX, PIXEL_RATIO, figure_to_png,  # noqa: E402
-                                    figure_words, png_data_url, smallest_text_px)
-from helpers.figures.widgets import (LiveFigure, slider_figure, slider_heatmap,  # noqa: E402
-                                     slider_heatmap_2d)
+from helpers.figures.frames import (  # noqa: E402
+    MIN_TEXT_PX,
+    PIXEL_RATIO,
+    figure_to_png,
+    figure_words,
+    png_data_url,
+    smallest_text_px,
+)
+from helpers.figures.widgets import LiveFigure, slider_figure, slider_heatmap, slider_heatmap_2d  # noqa: E402
 
 DPI = 66  # small frames keep the tests fast; 10-point text is 9.2 px, legible (>= 9 px)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -29,6 +34,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def no_show(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("plt.show() must never be called by a helper")
+
     monkeypatch.setattr(plt, "show", refuse)
     yield
     plt.close("all")
@@ -52,8 +58,8 @@ def png_chunks(data):
     assert data[:8] == PNG_SIGNATURE
     chunks, pos = [], 8
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        chunks.append((data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]))
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        chunks.append((data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]))
         pos += 12 + length
     return chunks
 
@@ -85,8 +91,9 @@ VALUES = [0.1, 0.5, 2.0]
 
 @pytest.fixture(scope="module")
 def live():
-    return slider_heatmap(matrix_for, VALUES, description="temperature", fmt="{:.2f}",
-                          initial=0.5, dpi=DPI)
+    return slider_heatmap(
+        matrix_for, VALUES, description="temperature", fmt="{:.2f}", initial=0.5, dpi=DPI
+    )
 
 
 # ------------------------------------------------------------------ one parameter
@@ -97,8 +104,10 @@ def test_structure_is_vbox_of_selection_slider_and_stack_of_images(live):
     assert isinstance(stack, widgets.Stack)
     assert len(stack.children) == len(VALUES)
     # frames are HTML <img> with data: URLs, so a switch paints without a blank frame
-    assert all(isinstance(frame, widgets.HTML) and frame.value.startswith('<img src="data:')
-               for frame in stack.children)
+    assert all(
+        isinstance(frame, widgets.HTML) and frame.value.startswith('<img src="data:')
+        for frame in stack.children
+    )
     assert slider.description == "temperature"
     assert slider.tooltip == "temperature"  # the label's title: never "null"
 
@@ -118,15 +127,17 @@ def test_slider_index_is_jslinked_to_stack(live):
 def test_frames_are_quantised_pngs_one_per_value(live):
     _, stack = live.children
     assert [frame.value.split('"')[1] for frame in stack.children] == [
-        png_data_url(frame) for frame in live.frames]
+        png_data_url(frame) for frame in live.frames
+    ]
     for frame in live.frames:
         check_frame(frame)
     assert len(set(live.frames)) == len(VALUES)  # each value draws its own picture
 
 
 def test_frames_are_byte_stable(live):
-    again = slider_heatmap(matrix_for, VALUES, description="temperature", fmt="{:.2f}",
-                           initial=0.5, dpi=DPI)
+    again = slider_heatmap(
+        matrix_for, VALUES, description="temperature", fmt="{:.2f}", initial=0.5, dpi=DPI
+    )
     assert again.frames == live.frames
 
 
@@ -135,8 +146,9 @@ def test_repr_is_short_and_stable(live):
 
 
 def test_sequence_of_matrices_matches_the_function_form(live):
-    from_list = slider_heatmap([matrix_for(v) for v in VALUES], VALUES,
-                               description="temperature", fmt="{:.2f}", dpi=DPI)
+    from_list = slider_heatmap(
+        [matrix_for(v) for v in VALUES], VALUES, description="temperature", fmt="{:.2f}", dpi=DPI
+    )
     assert from_list.frames == live.frames
 
 
@@ -147,8 +159,14 @@ def test_callable_fmt_and_second_panel():
         calls.append(value)
         ax.plot([0, 1], [0, value])
 
-    live = slider_heatmap(matrix_for, [1, 2], description="w",
-                          fmt=lambda v: f"w={v}", second_panel=second_panel, dpi=DPI)
+    live = slider_heatmap(
+        matrix_for,
+        [1, 2],
+        description="w",
+        fmt=lambda v: f"w={v}",
+        second_panel=second_panel,
+        dpi=DPI,
+    )
     slider, _ = live.children
     assert [label for label, _ in slider.options] == ["w=1", "w=2"]
     assert calls == [1, 2]
@@ -178,9 +196,15 @@ def test_2d_has_nested_stacks_with_one_link_per_inner_stack():
     def matrices(a, b):
         return matrix_for(a) * b
 
-    live = slider_heatmap_2d(matrices, [0.1, 1.0], [0.5, 1.0, 2.0],
-                             descriptions=("a", "b"), fmts=("{:.1f}", "{:.1f}"),
-                             initial=(1.0, 2.0), dpi=DPI)
+    live = slider_heatmap_2d(
+        matrices,
+        [0.1, 1.0],
+        [0.5, 1.0, 2.0],
+        descriptions=("a", "b"),
+        fmts=("{:.1f}", "{:.1f}"),
+        initial=(1.0, 2.0),
+        dpi=DPI,
+    )
     slider_a, slider_b, outer = live.children
     assert isinstance(slider_a, widgets.SelectionSlider)
     assert isinstance(slider_b, widgets.SelectionSlider)
@@ -194,7 +218,8 @@ def test_2d_has_nested_stacks_with_one_link_per_inner_stack():
         assert inner.selected_index == 2 == slider_b.index
         assert len(links_between(slider_b, inner)) == 1
         assert [image.value.split('"')[1] for image in inner.children] == [
-            png_data_url(frame) for frame in live.frames[i]]
+            png_data_url(frame) for frame in live.frames[i]
+        ]
     assert live.alts[0][2].endswith("at a = 0.1 and b = 2.0")
     assert live.first_frame == live.frames[1][2]
     flat = [frame for row in live.frames for frame in row]
@@ -255,14 +280,17 @@ def test_jsdlink_would_not_count_as_a_link():
 # is chosen once, by helpers.figures.widgets.KERNEL_FREE; here it is switched off to test
 # that path under ipywidgets 8 (tests/test_clients.py runs it under a real ipywidgets 7.7.1).
 
+
 @pytest.fixture
 def kernel_path(monkeypatch):
     import helpers.figures.widgets as live_widgets
+
     monkeypatch.setattr(live_widgets, "KERNEL_FREE", False)
 
 
 def test_kernel_free_follows_the_installed_ipywidgets():
     import helpers.figures.widgets as live_widgets
+
     major = int(widgets.__version__.split(".")[0])
     assert live_widgets.KERNEL_FREE is (major >= 8)
     assert live_widgets.KERNEL_FREE is hasattr(widgets, "Stack")
@@ -281,8 +309,13 @@ def test_kernel_path_swaps_one_image(kernel_path):
 
 
 def test_kernel_path_2d_shows_the_frame_of_both_sliders(kernel_path):
-    live = slider_heatmap_2d(lambda a, b: matrix_for(a * b), [0.5, 2.0], [1.0, 2.0, 3.0],
-                             descriptions=("a", "b"), dpi=DPI)
+    live = slider_heatmap_2d(
+        lambda a, b: matrix_for(a * b),
+        [0.5, 2.0],
+        [1.0, 2.0, 3.0],
+        descriptions=("a", "b"),
+        dpi=DPI,
+    )
     slider_a, slider_b, image = live.children
     assert isinstance(image, widgets.Image) and image.value == live.frames[0][0]
     slider_b.index = 2
@@ -327,8 +360,9 @@ def _text_figure(size_pt):
     return fig
 
 
-@pytest.mark.parametrize("size_pt, dpi, readable", [(8, 80, False), (7, 100, True),
-                                                    (8.5, 80, True), (10, 30, False)])
+@pytest.mark.parametrize(
+    "size_pt, dpi, readable", [(8, 80, False), (7, 100, True), (8.5, 80, True), (10, 30, False)]
+)
 def test_figure_to_png_refuses_text_under_nine_pixels(size_pt, dpi, readable):
     fig = _text_figure(size_pt)
     if readable:
@@ -381,8 +415,9 @@ def test_frames_hold_two_png_pixels_per_css_pixel_and_say_their_css_size():
         assert f'width="{round(width / 2)}" height="{round(height / 2)}"' in frame.value
     data, metadata = live._repr_mimebundle_()
     assert metadata["image/png"] == {"width": round(4.0 * DPI), "height": round(3.0 * DPI)}
-    single = slider_heatmap(matrix_for, VALUES, description="t", dpi=DPI, figsize=(4.0, 3.0),
-                            pixel_ratio=1)
+    single = slider_heatmap(
+        matrix_for, VALUES, description="t", dpi=DPI, figsize=(4.0, 3.0), pixel_ratio=1
+    )
     assert _png_size(single.frames[0]) == (round(4.0 * DPI), round(3.0 * DPI))
     assert single._repr_mimebundle_()[1]["image/png"]["width"] == round(4.0 * DPI)
 

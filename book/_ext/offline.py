@@ -25,7 +25,8 @@ def _drop_thebe(app: Sphinx) -> None:
     registry.js_files[:] = [f for f in registry.js_files if "thebe" not in str(f[0])]
     for listeners in app.events.listeners.values():
         listeners[:] = [
-            listener for listener in listeners
+            listener
+            for listener in listeners
             if not getattr(listener.handler, "__module__", "").startswith("sphinx_thebe")
         ]
 
@@ -36,7 +37,8 @@ def _check_assets(app: Sphinx) -> None:
     if missing:
         raise ExtensionError(
             f"vendored JS assets missing ({', '.join(missing)}): run `make book` "
-            "(npm ci, then python book/tools/vendor.py)")
+            "(npm ci, then python book/tools/vendor.py)"
+        )
 
 
 def setup(app: Sphinx) -> dict:

@@ -60,8 +60,12 @@ def _source_read(app: Sphinx, docname: str, source: list[str]) -> None:
         except tool.LinkError as error:
             new, problems = text, [str(error)]
         for problem in problems:
-            logger.warning(f"{problem} (python book/tools/myst_links.py --check lists them all)",
-                           location=docname, type="plain_links", subtype="unknown_target")
+            logger.warning(
+                f"{problem} (python book/tools/myst_links.py --check lists them all)",
+                location=docname,
+                type="plain_links",
+                subtype="unknown_target",
+            )
         cell["source"] = new
     source[0] = json.dumps(nb, ensure_ascii=False)
 

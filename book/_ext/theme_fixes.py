@@ -43,14 +43,16 @@ logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).resolve().parent
 # (theme font file, subset written to _static/icons/)
-FONTS = [("fa-solid-900.ttf", "fa-solid-900.woff"),
-         ("fa-regular-400.ttf", "fa-regular-400.woff"),
-         ("fa-brands-400.ttf", "fa-brands-400.woff")]
+FONTS = [
+    ("fa-solid-900.ttf", "fa-solid-900.woff"),
+    ("fa-regular-400.ttf", "fa-regular-400.woff"),
+    ("fa-brands-400.ttf", "fa-brands-400.woff"),
+]
 # FontAwesome's class map: .fa-rocket:before{content:"\f135"} (several selectors per rule).
 ICON_RULE = re.compile(r'((?:\.fa-[a-z0-9-]+:{1,2}before,?)+)\{content:"\\([0-9a-f]{4,5})"\}')
 ICON_NAME = re.compile(r"\.fa-([a-z0-9-]+):")
 # An icon code point anywhere else in CSS: an escape or a literal private-use character.
-CSS_ESCAPE = re.compile(r'\\(f[0-9a-f]{3}|e[0-9a-f]{3})(?![0-9a-f])', re.I)
+CSS_ESCAPE = re.compile(r"\\(f[0-9a-f]{3}|e[0-9a-f]{3})(?![0-9a-f])", re.I)
 PRIVATE_USE = re.compile("[\ue000-\uf8ff]")
 CLASS_ATTR = re.compile(r'class="([^"]*\bfa-[^"]*)"')
 FA_CLASS = re.compile(r"\bfa-([a-z0-9-]+)")
@@ -59,8 +61,15 @@ FA_CLASS = re.compile(r"\bfa-([a-z0-9-]+)")
 def _theme_webfonts() -> Path:
     import pydata_sphinx_theme
 
-    return (Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme"
-            / "static" / "vendor" / "fontawesome" / "webfonts")
+    return (
+        Path(pydata_sphinx_theme.__file__).parent
+        / "theme"
+        / "pydata_sphinx_theme"
+        / "static"
+        / "vendor"
+        / "fontawesome"
+        / "webfonts"
+    )
 
 
 def icon_code_points(static: Path, pages: list[Path]) -> set[int]:
@@ -142,8 +151,10 @@ def _check_widget_bundle(app: Sphinx) -> None:
     bundle = Path(app.confdir) / "book" / "vendor" / "widgets" / "embed.js"
     sources = list((HERE / "widgets").glob("*"))
     if bundle.is_file() and any(s.stat().st_mtime > bundle.stat().st_mtime for s in sources):
-        raise ExtensionError("the widget manager bundle is older than book/tools/widgets: "
-                             "run `python book/tools/vendor.py`")
+        raise ExtensionError(
+            "the widget manager bundle is older than book/tools/widgets: "
+            "run `python book/tools/vendor.py`"
+        )
 
 
 def setup(app: Sphinx) -> dict:

@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _magic_free(source: str) -> str:
     """The cell with IPython magics and shell lines blanked (same line numbers)."""
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line
-                     for line in source.split("\n"))
+    return "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n")
+    )
 
 
 def _compares(test: ast.expr) -> list[ast.Compare]:
@@ -43,8 +44,12 @@ def shown(test: ast.expr) -> list[str]:
         for part in (cmp.left, *cmp.comparators):
             literal = isinstance(part, ast.Constant) or (
                 isinstance(part, (ast.Tuple, ast.List, ast.Set, ast.Dict))
-                and all(isinstance(e, ast.Constant) for e in ast.walk(part)
-                        if isinstance(e, ast.expr) and e is not part))
+                and all(
+                    isinstance(e, ast.Constant)
+                    for e in ast.walk(part)
+                    if isinstance(e, ast.expr) and e is not part
+                )
+            )
             text = ast.unparse(part)
             named = any(isinstance(n, ast.Name) for n in ast.walk(part))
             printable = len(text) <= 80 and not any(c in text for c in '"\\{}\n')
@@ -75,8 +80,11 @@ def message(test: ast.expr) -> str:
 def rewrite(source: str) -> str:
     lines = source.split("\n")
     # Insert from the end so earlier positions stay valid.
-    for node in sorted(asserts_needing_message(source),
-                       key=lambda n: (n.end_lineno, n.end_col_offset), reverse=True):
+    for node in sorted(
+        asserts_needing_message(source),
+        key=lambda n: (n.end_lineno, n.end_col_offset),
+        reverse=True,
+    ):
         row, col = node.end_lineno - 1, node.end_col_offset
         line = lines[row]
         lines[row] = line[:col] + ", " + message(node.test) + line[col:]
@@ -86,7 +94,9 @@ def rewrite(source: str) -> str:
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     paths = [Path(a) for a in argv if a != "--check"] or [
-        *sorted((ROOT / "chapters").glob("*.ipynb")), ROOT / "book" / "intro.ipynb"]
+        *sorted((ROOT / "chapters").glob("*.ipynb")),
+        ROOT / "book" / "intro.ipynb",
+    ]
     missing = 0
     for path in paths:
         nb = nbformat.read(path, as_version=4)
@@ -107,7 +117,9 @@ def main(argv: list[str]) -> int:
             nbformat.write(nb, path)
             print(f"{path.name}: {changed} assert(s) given a message")
     if check and missing:
-        print(f"{missing} comparing assert(s) without a message: run python book/tools/assert_messages.py")
+        print(
+            f"{missing} comparing assert(s) without a message: run python book/tools/assert_messages.py"
+        )
         return 1
     return 0
 

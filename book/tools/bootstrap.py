@@ -20,8 +20,19 @@ ROOT = Path(__file__).resolve().parents[2]
 # What platforms preinstall and the bootstrap cell pins so that pip never replaces it: Colab
 # imports ipywidgets 7.7 when its kernel starts, and a new torch or numpy under a running
 # kernel breaks later imports. (Anything else pip would replace is reported as a restart.)
-KEEP = ("torch", "numpy", "matplotlib", "pillow", "ipywidgets", "widgetsnbextension",
-        "jupyterlab-widgets", "ipykernel", "ipython", "traitlets", "tqdm")
+KEEP = (
+    "torch",
+    "numpy",
+    "matplotlib",
+    "pillow",
+    "ipywidgets",
+    "widgetsnbextension",
+    "jupyterlab-widgets",
+    "ipykernel",
+    "ipython",
+    "traitlets",
+    "tqdm",
+)
 
 TEMPLATE = """\
 # Run anywhere: on Colab or in a bare Jupyter, install the book's helpers package first.
@@ -105,7 +116,9 @@ def check_cells(root: Path = ROOT, *, fix: bool = False) -> list[str]:
     return bad
 
 
-GITHUB_URL = re.compile(r"https://github\.com/[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
+GITHUB_URL = re.compile(
+    r"https://github\.com/[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}"
+)
 
 
 def set_repository(url: str, root: Path = ROOT) -> list[str]:
@@ -124,7 +137,7 @@ def set_repository(url: str, root: Path = ROOT) -> list[str]:
         if not line.startswith((" ", "\t")):
             in_repository = line.startswith("repository:")
         elif in_repository and line.strip().startswith("url:"):
-            indent = line[:len(line) - len(line.lstrip())]
+            indent = line[: len(line) - len(line.lstrip())]
             lines[i], done = f"{indent}url: {url}\n", True
     if not done:
         raise ValueError(f"{config} has no repository.url to rewrite")
@@ -132,8 +145,11 @@ def set_repository(url: str, root: Path = ROOT) -> list[str]:
     changed = [str(config.relative_to(root))]
     citation = root / "CITATION.cff"
     if citation.exists():
-        text = re.sub(r'(?m)^repository-code: .*$', f'repository-code: "{url}"',
-                      citation.read_text(encoding="utf-8"))
+        text = re.sub(
+            r"(?m)^repository-code: .*$",
+            f'repository-code: "{url}"',
+            citation.read_text(encoding="utf-8"),
+        )
         citation.write_text(text, encoding="utf-8")
         changed.append(citation.name)
     fixed = check_cells(root, fix=True)

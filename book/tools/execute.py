@@ -39,14 +39,19 @@ def execute(path: Path) -> float:
 
 
 def _has_widgets(nb) -> bool:
-    state = nb.metadata.get("widgets", {}).get(
-        "application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    state = (
+        nb.metadata.get("widgets", {})
+        .get("application/vnd.jupyter.widget-state+json", {})
+        .get("state", {})
+    )
     return bool(state)
 
 
 def main(argv: list[str]) -> int:
     paths = [Path(p) for p in argv] or [
-        *sorted((ROOT / "chapters").glob("*.ipynb")), ROOT / "book" / "intro.ipynb"]
+        *sorted((ROOT / "chapters").glob("*.ipynb")),
+        ROOT / "book" / "intro.ipynb",
+    ]
     for path in paths:
         seconds = execute(path.resolve())
         print(f"executed {path.name} in {seconds:.1f} s")

@@ -35,7 +35,7 @@ import json
 import posixpath
 import re
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,8 +43,10 @@ GLOSSARY = "book/glossary.md"
 BIBFILE = "book/references.bib"
 TOC_OPEN = "<!-- tableofcontents -->"
 TOC_CLOSE = "<!-- /tableofcontents -->"
-TOC_NOTE = ("<!-- The book shows its table of contents here; this list is written from _toc.yml "
-            "by book/tools/myst_links.py. -->")
+TOC_NOTE = (
+    "<!-- The book shows its table of contents here; this list is written from _toc.yml "
+    "by book/tools/myst_links.py. -->"
+)
 CITE_KINDS = ("t", "p")
 
 
@@ -59,9 +61,11 @@ def notebooks(root: Path = ROOT) -> list[Path]:
 
 # --- what the links point at -------------------------------------------------------------
 
+
 def term_id(term: str) -> str:
     """Sphinx's HTML id for a glossary term (sphinx.domains.std.make_glossary_term)."""
     from sphinx.util.nodes import _make_id
+
     return _make_id("term-" + term)
 
 
@@ -70,7 +74,7 @@ def _stamp(path: Path) -> tuple[Path, int]:
     return path, path.stat().st_mtime_ns
 
 
-@lru_cache(maxsize=None)
+@cache
 def _glossary(path: Path, mtime: int) -> tuple[tuple[str, str], ...]:
     terms = []
     text = path.read_text(encoding="utf-8")
@@ -88,15 +92,18 @@ def glossary_terms(root: Path = ROOT) -> dict[str, str]:
     for ident, term in _glossary(*_stamp(root / GLOSSARY)):
         if ident in terms or ident == "term":
             # Sphinx would fall back to a numbered id (term-0), which no link could name.
-            raise LinkError(f"{GLOSSARY}: glossary terms {terms.get(ident)!r} and {term!r} "
-                            f"have the same id {ident!r}; rename one")
+            raise LinkError(
+                f"{GLOSSARY}: glossary terms {terms.get(ident)!r} and {term!r} "
+                f"have the same id {ident!r}; rename one"
+            )
         terms[ident] = term
     return terms
 
 
-@lru_cache(maxsize=None)
+@cache
 def _bibliography(path: Path, mtime: int):
     import pybtex.database
+
     return pybtex.database.parse_file(str(path))
 
 
@@ -104,7 +111,7 @@ def bib_keys(root: Path = ROOT) -> set[str]:
     return set(_bibliography(*_stamp(root / BIBFILE)).entries.keys())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _citation_texts(path: Path, mtime: int) -> dict[tuple[str, str], str]:
     """(key, kind) -> the text sphinxcontrib-bibtex renders with this book's settings
     (bibtex_reference_style author_year, bibtex_default_style plain)."""
@@ -119,7 +126,8 @@ def _citation_texts(path: Path, mtime: int) -> dict[tuple[str, str], str]:
     style = find_plugin("sphinxcontrib.bibtex.style.referencing", "author_year")()
     data = _bibliography(path, mtime)
     formatted = pybtex_plugin("pybtex.style.formatting", "plain")().format_entries(
-        data.entries.values())
+        data.entries.values()
+    )
     backend = pybtex_docutils.Backend()
     # With a builder other than html or latex, the reference renders as plain nodes.
     info = SphinxReferenceInfo(types.SimpleNamespace(name="rinoh"), "", "", "", None, "", "")
@@ -149,7 +157,7 @@ def _title(path: Path) -> str:
     return _cached_title(*_stamp(path))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cached_title(path: Path, mtime: int) -> str:
     if path.suffix == ".ipynb":
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
@@ -182,10 +190,14 @@ def document_title(docname: str, root: Path = ROOT) -> str:
 _FENCE = r"(?P<fence>^[ \t]*(?P<fchar>```+|~~~+)[^\n]*\n(?:.*?\n)??[ \t]*(?P=fchar)[ \t]*$)"
 _CODE = r"(?P<code>(?P<ticks>`+)(?!`)(?:(?!\n[ \t]*\n).)*?(?<!`)(?P=ticks)(?!`))"
 _ROLE = r"(?P<role>\{(?P<name>term|cite:t|cite:p|doc)\}`(?P<content>[^`]+)`)"
-_DIRECTIVE = (r"(?P<directive>^[ \t]*(?:```+|:::+)\{(?P<dname>[^}\n]+)\}[^\n]*\n"
-              r"(?:[ \t]*(?:```+|:::+)[ \t]*$)?)")
-_LINK = (r"(?P<link>(?<![!\\])\[(?P<text>(?:\\.|[^\[\]\\]|\[(?:\\.|[^\[\]\\])*\])*)\]"
-         r"\((?P<url>[^()\s]+)\))")
+_DIRECTIVE = (
+    r"(?P<directive>^[ \t]*(?:```+|:::+)\{(?P<dname>[^}\n]+)\}[^\n]*\n"
+    r"(?:[ \t]*(?:```+|:::+)[ \t]*$)?)"
+)
+_LINK = (
+    r"(?P<link>(?<![!\\])\[(?P<text>(?:\\.|[^\[\]\\]|\[(?:\\.|[^\[\]\\])*\])*)\]"
+    r"\((?P<url>[^()\s]+)\))"
+)
 _TOC = rf"(?P<toc>^{re.escape(TOC_OPEN)}[ \t]*\n.*?^{re.escape(TOC_CLOSE)}[ \t]*$)"
 
 ROLES_PATTERN = re.compile("|".join([_DIRECTIVE, _FENCE, _ROLE, _CODE]), re.M | re.S)
@@ -215,15 +227,26 @@ def resolve(url: str, docdir: str) -> tuple[str, str]:
     return posixpath.normpath(posixpath.join(docdir or ".", path)), fragment
 
 
-MYST_PATTERN = re.compile("|".join([
-    r"(?P<directive>^[ \t]*(?:```+|:::+)\{[^}\n]*\}[^\n]*)", _FENCE,
-    r"(?P<role>\{[a-z][\w:.+-]*\}`[^`\n]*`?)", _CODE]), re.M | re.S)
+MYST_PATTERN = re.compile(
+    "|".join(
+        [
+            r"(?P<directive>^[ \t]*(?:```+|:::+)\{[^}\n]*\}[^\n]*)",
+            _FENCE,
+            r"(?P<role>\{[a-z][\w:.+-]*\}`[^`\n]*`?)",
+            _CODE,
+        ]
+    ),
+    re.M | re.S,
+)
 
 
 def myst_syntax(text: str) -> list[str]:
     """The MyST roles and directives of a Markdown text (code spans and plain fences apart)."""
-    return [m.group(0).strip() for m in MYST_PATTERN.finditer(text)
-            if m.group("directive") or m.group("role")]
+    return [
+        m.group(0).strip()
+        for m in MYST_PATTERN.finditer(text)
+        if m.group("directive") or m.group("role")
+    ]
 
 
 def toc_markdown(docdir: str, root: Path = ROOT) -> str:
@@ -276,8 +299,11 @@ def to_links(text: str, docdir: str, root: Path = ROOT) -> str:
                 raise LinkError(f"{{term}}`{content}`: no term {target!r} in {GLOSSARY}")
             return f"[{escape(label)}]({_rel(GLOSSARY, docdir)}#{ident})"
         if name == "doc":
-            docname = posixpath.normpath(posixpath.join(docdir, target)) \
-                if not target.startswith("/") else target.lstrip("/")
+            docname = (
+                posixpath.normpath(posixpath.join(docdir, target))
+                if not target.startswith("/")
+                else target.lstrip("/")
+            )
             path = document_file(docname, root)
             if path is None:
                 raise LinkError(f"{{doc}}`{content}`: no page {docname!r}")
@@ -336,8 +362,9 @@ def to_roles(text: str, docdir: str, root: Path = ROOT) -> tuple[str, list[str]]
         if path == GLOSSARY and fragment:
             term = terms.get(fragment)
             if term is None:
-                problems.append(f"{match.group(0)}: no glossary term with the id {fragment!r} "
-                                f"in {GLOSSARY}")
+                problems.append(
+                    f"{match.group(0)}: no glossary term with the id {fragment!r} in {GLOSSARY}"
+                )
                 return match.group(0)
             return f"{{term}}`{label}`" if label == term else f"{{term}}`{label} <{term}>`"
         if path == BIBFILE:
@@ -359,6 +386,7 @@ def to_roles(text: str, docdir: str, root: Path = ROOT) -> tuple[str, list[str]]
 
 
 # --- notebooks ---------------------------------------------------------------------------
+
 
 def _source(cell) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
@@ -391,15 +419,22 @@ def convert(path: Path, root: Path = ROOT) -> tuple[str, str]:
 
 
 def _syntax(notebook: str) -> list[str]:
-    return [found for c in json.loads(notebook)["cells"] if c["cell_type"] == "markdown"
-            for found in myst_syntax(_source(c))]
+    return [
+        found
+        for c in json.loads(notebook)["cells"]
+        if c["cell_type"] == "markdown"
+        for found in myst_syntax(_source(c))
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path, help="notebooks (default: all)")
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 if a role is left or a file would change")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 if a role is left or a file would change",
+    )
     args = parser.parse_args(argv)
     failed = False
     for path in args.files or notebooks():
@@ -413,11 +448,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             left = _syntax(old)
             if left:
-                print(f"{name}: MyST syntax in Markdown cells ({', '.join(left[:5])}): "
-                      "run python book/tools/myst_links.py", file=sys.stderr)
+                print(
+                    f"{name}: MyST syntax in Markdown cells ({', '.join(left[:5])}): "
+                    "run python book/tools/myst_links.py",
+                    file=sys.stderr,
+                )
             elif new != old:
-                print(f"{name}: stale citation texts or contents list: "
-                      "run python book/tools/myst_links.py", file=sys.stderr)
+                print(
+                    f"{name}: stale citation texts or contents list: "
+                    "run python book/tools/myst_links.py",
+                    file=sys.stderr,
+                )
             failed |= bool(left) or new != old
             continue
         if new != old:
@@ -425,8 +466,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: rewrote its Markdown links")
         left = _syntax(new)
         if left:
-            print(f"{name}: MyST syntax with no plain form, rewrite it by hand: "
-                  f"{', '.join(left[:5])}", file=sys.stderr)
+            print(
+                f"{name}: MyST syntax with no plain form, rewrite it by hand: "
+                f"{', '.join(left[:5])}",
+                file=sys.stderr,
+            )
             failed = True
     return 1 if failed else 0
 

@@ -1,6 +1,6 @@
 """Regenerate the README's screenshot: a live heatmap of the built site, after a slider move.
 
-    python book/tools/readme_screenshot.py [page] [slider-number] [steps-from-start]   # needs make book first
+python book/tools/readme_screenshot.py [page] [slider-number] [steps-from-start]   # needs make book first
 """
 
 from __future__ import annotations
@@ -16,8 +16,14 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "_build" / "html"
 OUT = ROOT / "book" / "images" / "live-heatmap.png"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -35,10 +41,13 @@ def main(argv: list[str]) -> int:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
         page = browser.new_page(viewport={"width": 1100, "height": 900}, device_scale_factor=1)
-        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
-            "http://127.0.0.1") else r.abort())
-        page.goto(f"http://127.0.0.1:{httpd.server_address[1]}/{page_path}",
-                  wait_until="networkidle")
+        page.route(
+            "**/*",
+            lambda r: r.continue_() if r.request.url.startswith("http://127.0.0.1") else r.abort(),
+        )
+        page.goto(
+            f"http://127.0.0.1:{httpd.server_address[1]}/{page_path}", wait_until="networkidle"
+        )
         handle = page.locator(".widget-slider .noUi-handle").nth(index)
         handle.focus()
         page.keyboard.press("Home")

@@ -57,8 +57,10 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--to-notebook"]:
         for name in argv[1:]:
             path = to_notebook(Path(name).resolve())
-            print(f"updated {path.relative_to(ROOT)}: re-execute it, then run "
-                  "python book/tools/twins.py")
+            print(
+                f"updated {path.relative_to(ROOT)}: re-execute it, then run "
+                "python book/tools/twins.py"
+            )
         return 0
     check = "--check" in argv
     stale = []

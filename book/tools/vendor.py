@@ -32,15 +32,22 @@ ESBUILD = MODULES / ".bin" / "esbuild"
 
 # (source under node_modules, destination under book/vendor, glob patterns to skip)
 ASSETS = [
-    ("mathjax/es5", "mathjax",
-     # combined components (the book loads single ones), SVG and MathML output, the menu,
-     # speech (sre), node-only files
-     ["tex-*.js", "mml-*.js", "*svg*", "menu.js", "sre", "sre.js", "node-main.js",
-      "latest.js"]),
+    (
+        "mathjax/es5",
+        "mathjax",
+        # combined components (the book loads single ones), SVG and MathML output, the menu,
+        # speech (sre), node-only files
+        ["tex-*.js", "mml-*.js", "*svg*", "menu.js", "sre", "sre.js", "node-main.js", "latest.js"],
+    ),
 ]
 # Packages the widget bundle is built from (package.json's dependencies).
-WIDGET_PACKAGES = ["@jupyter-widgets/base", "@jupyter-widgets/base-manager",
-                   "@jupyter-widgets/controls", "@lumino/widgets", "@lumino/messaging"]
+WIDGET_PACKAGES = [
+    "@jupyter-widgets/base",
+    "@jupyter-widgets/base-manager",
+    "@jupyter-widgets/controls",
+    "@lumino/widgets",
+    "@lumino/messaging",
+]
 
 
 def esbuild(*args: str) -> None:
@@ -53,19 +60,29 @@ def bundle_widgets(target: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         css = Path(tmp) / "widgets.css"
         esbuild(str(WIDGETS_SRC / "widgets.css"), "--bundle", "--minify", f"--outfile={css}")
-        esbuild(str(WIDGETS_SRC / "embed.js"), "--bundle", "--minify", "--format=iife",
-                "--target=es2019", "--legal-comments=eof", "--loader:.css=text",
-                f"--alias:widgets-css={css}",
-                f"--alias:sanitize-html=./{(WIDGETS_SRC / 'no-sanitize-html.js').relative_to(ROOT)}",
-                f"--outfile={target / 'embed.js'}")
+        esbuild(
+            str(WIDGETS_SRC / "embed.js"),
+            "--bundle",
+            "--minify",
+            "--format=iife",
+            "--target=es2019",
+            "--legal-comments=eof",
+            "--loader:.css=text",
+            f"--alias:widgets-css={css}",
+            f"--alias:sanitize-html=./{(WIDGETS_SRC / 'no-sanitize-html.js').relative_to(ROOT)}",
+            f"--outfile={target / 'embed.js'}",
+        )
 
 
 def main() -> int:
     needed = [src for src, _, _ in ASSETS] + WIDGET_PACKAGES
     missing = [src for src in needed if not (MODULES / src).is_dir()]
     if missing or not ESBUILD.exists():
-        print(f"error: {', '.join(missing or ['esbuild'])} not found under node_modules: "
-              "run `npm ci` first", file=sys.stderr)
+        print(
+            f"error: {', '.join(missing or ['esbuild'])} not found under node_modules: "
+            "run `npm ci` first",
+            file=sys.stderr,
+        )
         return 1
     if VENDOR.exists():
         shutil.rmtree(VENDOR)
@@ -78,8 +95,10 @@ def main() -> int:
         return 1
     files = sum(1 for p in VENDOR.rglob("*") if p.is_file())
     size = (VENDOR / "widgets" / "embed.js").stat().st_size
-    print(f"vendored {files} asset files into {VENDOR.relative_to(ROOT)} "
-          f"(widget manager {size / 1e6:.2f} MB)")
+    print(
+        f"vendored {files} asset files into {VENDOR.relative_to(ROOT)} "
+        f"(widget manager {size / 1e6:.2f} MB)"
+    )
     return 0
 
 

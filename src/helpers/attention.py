@@ -26,8 +26,7 @@ import math
 import torch
 from torch.nn import functional as F
 
-from helpers.checks import (check_bool, check_bool_mask, check_probability, check_real,
-                            check_tensor)
+from helpers.checks import check_bool, check_bool_mask, check_probability, check_real, check_tensor
 
 __all__ = ["masked_softmax", "attend", "scaled_dot_product_attention"]
 
@@ -42,13 +41,16 @@ def _broadcast_mask(mask, shape: torch.Size, device: torch.device) -> torch.Tens
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"mask of shape {tuple(mask.shape)} must broadcast to the scores' "
-                         f"shape {tuple(shape)} (…, Q, K)")
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} must broadcast to the scores' "
+            f"shape {tuple(shape)} (…, Q, K)"
+        )
     return mask.to(device)
 
 
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
-                   dim: int = -1) -> torch.Tensor:
+def masked_softmax(
+    scores: torch.Tensor, mask: torch.Tensor | None = None, dim: int = -1
+) -> torch.Tensor:
     """Softmax of ``scores`` along ``dim`` over the entries the mask allows.
 
     Masked entries get weight exactly 0; a row whose entries are all masked gets all-zero
@@ -72,14 +74,21 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
     if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
         got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
         raise ValueError(f"scores must be a floating-point tensor, got {got}")
-    if isinstance(dim, bool) or not isinstance(dim, int) or not -max(scores.dim(), 1) <= dim \
-            < max(scores.dim(), 1):
-        raise ValueError(f"dim must be an axis of scores (shape {tuple(scores.shape)}), "
-                         f"got {dim!r}")
+    if (
+        isinstance(dim, bool)
+        or not isinstance(dim, int)
+        or not -max(scores.dim(), 1) <= dim < max(scores.dim(), 1)
+    ):
+        raise ValueError(
+            f"dim must be an axis of scores (shape {tuple(scores.shape)}), got {dim!r}"
+        )
     # A score of -inf counts as masked. The rows with a key left come from a reduction, so no
     # (…, Q, K) temporary is made beyond the filled scores: the peak memory of a plain softmax.
-    filled = scores if mask is None else torch.where(
-        _broadcast_mask(mask, scores.shape, scores.device), scores, float("-inf"))  # (…, Q, K)
+    filled = (
+        scores
+        if mask is None
+        else torch.where(_broadcast_mask(mask, scores.shape, scores.device), scores, float("-inf"))
+    )  # (…, Q, K)
     if filled.numel() == 0:
         return torch.softmax(filled, dim=dim)  # an empty axis: an empty result, as torch gives
     has_key = filled.detach().amax(dim=dim, keepdim=True) != float("-inf")  # (…, Q, 1); NaN rows
@@ -90,8 +99,14 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None,
     return torch.softmax(filled.where(has_key, 0.0), dim=dim).masked_fill(~has_key, 0.0)
 
 
-def attend(scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None, *,
-           dropout: float = 0.0, training: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def attend(
+    scores: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    dropout: float = 0.0,
+    training: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The step every attention shares: mask the scores, softmax over the keys, average
     the values. ``weights = masked_softmax(scores, mask)``, ``out = weights @ values``.
 
@@ -111,23 +126,33 @@ def attend(scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None
     dropout = check_probability(dropout)
     check_bool(training, "training")
     if values.shape[-2] != scores.shape[-1]:
-        raise ValueError(f"values must hold one row per key: scores of shape "
-                         f"{tuple(scores.shape)} have K={scores.shape[-1]} keys, values of "
-                         f"shape {tuple(values.shape)} have {values.shape[-2]}")
+        raise ValueError(
+            f"values must hold one row per key: scores of shape "
+            f"{tuple(scores.shape)} have K={scores.shape[-1]} keys, values of "
+            f"shape {tuple(values.shape)} have {values.shape[-2]}"
+        )
     try:
         torch.broadcast_shapes(scores.shape[:-2], values.shape[:-2])
     except RuntimeError:
-        raise ValueError(f"the leading (batch, head) axes of scores {tuple(scores.shape)} and "
-                         f"values {tuple(values.shape)} must broadcast") from None
+        raise ValueError(
+            f"the leading (batch, head) axes of scores {tuple(scores.shape)} and "
+            f"values {tuple(values.shape)} must broadcast"
+        ) from None
     weights = masked_softmax(scores, mask)  # (…, Q, K): masked, then softmax over the keys
     used = F.dropout(weights, dropout, training=True) if dropout and training else weights
     return used @ values, weights  # (…, Q, Dv): each query's weighted average of the values
 
 
-def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                                 mask: torch.Tensor | None = None, *,
-                                 scale: float | None = None, dropout: float = 0.0,
-                                 training: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    scale: float | None = None,
+    dropout: float = 0.0,
+    training: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention with scores ``q kᵀ / √D``: ``softmax(q kᵀ / √D) v``, weights returned.
 
     Leading (batch, head) axes must broadcast, as in ``torch.matmul``; typical shapes are
@@ -150,20 +175,25 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     for name, tensor, letter in (("q", q, "Q"), ("k", k, "K"), ("v", v, "K")):
         check_tensor(tensor, name, f"(…, {letter}, D)", ndim=_ANY_RANK_FROM_2, floating=True)
     if not q.dtype == k.dtype == v.dtype:
-        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and "
-                         f"{v.dtype}")
+        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must have the same feature size D, got q of shape "
-                         f"{tuple(q.shape)} and k of shape {tuple(k.shape)}; for queries "
-                         f"and keys of different sizes use additive or bilinear scoring")
+        raise ValueError(
+            f"q and k must have the same feature size D, got q of shape "
+            f"{tuple(q.shape)} and k of shape {tuple(k.shape)}; for queries "
+            f"and keys of different sizes use additive or bilinear scoring"
+        )
     if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must hold the same number of keys K, got k of shape "
-                         f"{tuple(k.shape)} and v of shape {tuple(v.shape)}")
+        raise ValueError(
+            f"k and v must hold the same number of keys K, got k of shape "
+            f"{tuple(k.shape)} and v of shape {tuple(v.shape)}"
+        )
     try:
         torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
-        raise ValueError(f"the leading (batch, head) axes of q {tuple(q.shape)}, "
-                         f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast") from None
+        raise ValueError(
+            f"the leading (batch, head) axes of q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast"
+        ) from None
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
     scale = check_real(scale, "scale")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -77,20 +77,27 @@ def check_int(value, name: str, minimum: int = 0) -> int:
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         wanted = {0: "a non-negative integer", 1: "a positive integer"}.get(
-            minimum, f"an integer >= {minimum}")
+            minimum, f"an integer >= {minimum}"
+        )
         raise ValueError(f"{name} must be {wanted}, got {describe(value)}")
     return int(value)
 
 
-def check_real(value, name: str, *, minimum: float | None = None, maximum: float | None = None,
-               exclusive_minimum: bool = False, exclusive_maximum: bool = False) -> float:
+def check_real(
+    value,
+    name: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive_minimum: bool = False,
+    exclusive_maximum: bool = False,
+) -> float:
     """``value`` as a ``float`` if it is a finite real number (not a bool) within the bounds.
 
     ``minimum``/``maximum`` are inclusive unless ``exclusive_minimum``/``exclusive_maximum``.
     NaN and ±inf are always rejected.
     """
-    ok = (not isinstance(value, bool) and isinstance(value, numbers.Real)
-          and math.isfinite(value))
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
     if ok and minimum is not None:
         ok = value > minimum if exclusive_minimum else value >= minimum
     if ok and maximum is not None:
@@ -125,9 +132,16 @@ def check_probability(value, name: str = "dropout") -> float:
     return float(value)
 
 
-def check_tensor(value, name: str, shape: str, *, ndim: int | Sequence[int] | None = None,
-                 floating: bool = False, dtype: torch.dtype | None = None,
-                 size: dict[int, int] | None = None) -> torch.Tensor:
+def check_tensor(
+    value,
+    name: str,
+    shape: str,
+    *,
+    ndim: int | Sequence[int] | None = None,
+    floating: bool = False,
+    dtype: torch.dtype | None = None,
+    size: dict[int, int] | None = None,
+) -> torch.Tensor:
     """``value`` if it is a ``torch.Tensor`` with the rank, dtype and sizes asked for.
 
     Args:
@@ -149,27 +163,36 @@ def check_tensor(value, name: str, shape: str, *, ndim: int | Sequence[int] | No
     if floating and not value.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
     if dtype is not None and value.dtype != dtype:
-        raise ValueError(f"{name} must have the parameters' dtype {dtype}, got dtype "
-                         f"{value.dtype}; convert the module (e.g. .double()) or the input")
+        raise ValueError(
+            f"{name} must have the parameters' dtype {dtype}, got dtype "
+            f"{value.dtype}; convert the module (e.g. .double()) or the input"
+        )
     for axis, want in (size or {}).items():
         if value.shape[axis] != want:
-            raise ValueError(f"{name} must have shape {shape} with {want} on axis {axis}, "
-                             f"got shape {tuple(value.shape)}")
+            raise ValueError(
+                f"{name} must have shape {shape} with {want} on axis {axis}, "
+                f"got shape {tuple(value.shape)}"
+            )
     return value
 
 
-def check_bool_mask(mask, name: str = "mask", *, shape: str | None = None,
-                    ndim: int | None = None) -> torch.Tensor:
+def check_bool_mask(
+    mask, name: str = "mask", *, shape: str | None = None, ndim: int | None = None
+) -> torch.Tensor:
     """``mask`` if it is a boolean tensor (True = may attend), of rank ``ndim`` if given."""
     if not isinstance(mask, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor of dtype torch.bool, "
-                         f"got {type(mask).__name__}")
+        raise ValueError(
+            f"{name} must be a torch.Tensor of dtype torch.bool, got {type(mask).__name__}"
+        )
     if mask.dtype != torch.bool:
-        raise ValueError(f"{name} must have dtype torch.bool (True = may attend), got dtype "
-                         f"{mask.dtype}; build one with helpers.masks or compare, e.g. x > 0")
+        raise ValueError(
+            f"{name} must have dtype torch.bool (True = may attend), got dtype "
+            f"{mask.dtype}; build one with helpers.masks or compare, e.g. x > 0"
+        )
     if ndim is not None and mask.dim() != ndim:
-        raise ValueError(f"{name} must be {ndim}-D {shape or ''}".rstrip()
-                         + f", got shape {tuple(mask.shape)}")
+        raise ValueError(
+            f"{name} must be {ndim}-D {shape or ''}".rstrip() + f", got shape {tuple(mask.shape)}"
+        )
     return mask
 
 
@@ -190,8 +213,10 @@ def check_head_mask(mask, name: str, shape: Sequence[int]) -> torch.Tensor:
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"{name} of shape {tuple(mask.shape)} must broadcast to the weights' "
-                         f"shape (B, H, Q, K) = {tuple(shape)}; e.g. (Q, K), (B, 1, K) or "
-                         f"(B, 1, 1, K) (a (B, K) padding mask as mask[:, None, None, :]), "
-                         f"(B, Q, K) or (B, 1, Q, K)")
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} must broadcast to the weights' "
+            f"shape (B, H, Q, K) = {tuple(shape)}; e.g. (Q, K), (B, 1, K) or "
+            f"(B, 1, 1, K) (a (B, K) padding mask as mask[:, None, None, :]), "
+            f"(B, Q, K) or (B, 1, Q, K)"
+        )
     return heads

@@ -26,13 +26,19 @@ import torch
 from torch.nn import functional as F
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.checks import (check_bool, check_bool_mask, check_int, check_real, check_tensor,
-                            require)
+from helpers.checks import check_bool, check_bool_mask, check_int, check_real, check_tensor, require
 from helpers.masks import causal_mask
 
-__all__ = ["OnlineSoftmaxState", "online_softmax_update", "online_softmax", "naive_attention",
-           "tiled_attention", "elu_feature_map", "taylor_feature_map",
-           "linear_attention"]
+__all__ = [
+    "OnlineSoftmaxState",
+    "online_softmax_update",
+    "online_softmax",
+    "naive_attention",
+    "tiled_attention",
+    "elu_feature_map",
+    "taylor_feature_map",
+    "linear_attention",
+]
 NEG_INF = float("-inf")
 _ANY_RANK_FROM_1 = range(1, 65)  # (…, K): at least one axis
 _ANY_RANK_FROM_2 = range(2, 65)  # (…, Q, D): at least two axes
@@ -43,33 +49,44 @@ _ANY_RANK_FROM_2 = range(2, 65)  # (…, Q, D): at least two axes
 class OnlineSoftmaxState:
     """Running statistics of a row of scores seen block by block: ``max`` m and ``sum``
     l = Σ exp(s − m), floating tensors of one shape (…, 1). Start from :meth:`empty`."""
+
     max: torch.Tensor
     sum: torch.Tensor
 
     def __post_init__(self):
-        check_tensor(self.max, "max", "(…, 1)", ndim=_ANY_RANK_FROM_1, floating=True,
-                     size={-1: 1})
+        check_tensor(self.max, "max", "(…, 1)", ndim=_ANY_RANK_FROM_1, floating=True, size={-1: 1})
         check_tensor(self.sum, "sum", "(…, 1)", ndim=_ANY_RANK_FROM_1, floating=True)
-        require(self.sum.shape == self.max.shape,
-                f"sum must have max's shape {tuple(self.max.shape)}, got shape "
-                f"{tuple(self.sum.shape)}")
+        require(
+            self.sum.shape == self.max.shape,
+            f"sum must have max's shape {tuple(self.max.shape)}, got shape {tuple(self.sum.shape)}",
+        )
 
     @classmethod
-    def empty(cls, shape, dtype=torch.float32, device=None) -> "OnlineSoftmaxState":
+    def empty(cls, shape, dtype=torch.float32, device=None) -> OnlineSoftmaxState:
         """The state before any block: m = −inf, l = 0, each of shape ``shape`` (…, 1)."""
-        ok = isinstance(shape, (tuple, list, torch.Size)) and len(shape) >= 1 and all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
-        require(ok and shape[-1] == 1,
-                f"shape must be a tuple of sizes (…, 1) ending in 1, got {shape!r}")
-        require(isinstance(dtype, torch.dtype) and dtype.is_floating_point,
-                f"dtype must be a floating torch.dtype, got {dtype!r}")
+        ok = (
+            isinstance(shape, (tuple, list, torch.Size))
+            and len(shape) >= 1
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+        )
+        require(
+            ok and shape[-1] == 1,
+            f"shape must be a tuple of sizes (…, 1) ending in 1, got {shape!r}",
+        )
+        require(
+            isinstance(dtype, torch.dtype) and dtype.is_floating_point,
+            f"dtype must be a floating torch.dtype, got {dtype!r}",
+        )
         try:
             device = None if device is None else torch.device(device)
         except (RuntimeError, TypeError):
-            raise ValueError(f"device must be a torch.device or a device string such as "
-                             f"'cpu', got {device!r}") from None
-        return cls(torch.full(tuple(shape), NEG_INF, dtype=dtype, device=device),
-                   torch.zeros(tuple(shape), dtype=dtype, device=device))
+            raise ValueError(
+                f"device must be a torch.device or a device string such as 'cpu', got {device!r}"
+            ) from None
+        return cls(
+            torch.full(tuple(shape), NEG_INF, dtype=dtype, device=device),
+            torch.zeros(tuple(shape), dtype=dtype, device=device),
+        )
 
 
 def _safe(m: torch.Tensor) -> torch.Tensor:
@@ -81,13 +98,17 @@ def online_softmax_update(state: OnlineSoftmaxState, block: torch.Tensor) -> Onl
     """Fold a block of scores (…, Kb) into the state (…, 1): m' = max(m, max block),
     l' = l · exp(m − m') + Σ exp(block − m'). Entries of −inf add nothing; an empty block
     (Kb = 0) leaves the state as it is."""
-    require(isinstance(state, OnlineSoftmaxState),
-            f"state must be an OnlineSoftmaxState, got {type(state).__name__}")
+    require(
+        isinstance(state, OnlineSoftmaxState),
+        f"state must be an OnlineSoftmaxState, got {type(state).__name__}",
+    )
     check_tensor(block, "block", "(…, Kb)", ndim=_ANY_RANK_FROM_1, floating=True)
     if state.max.shape != (*block.shape[:-1], 1):
-        raise ValueError(f"state of shape {tuple(state.max.shape)} does not fit block of shape "
-                         f"{tuple(block.shape)}: it must be (…, 1) = "
-                         f"{(*block.shape[:-1], 1)}")
+        raise ValueError(
+            f"state of shape {tuple(state.max.shape)} does not fit block of shape "
+            f"{tuple(block.shape)}: it must be (…, 1) = "
+            f"{(*block.shape[:-1], 1)}"
+        )
     if block.shape[-1] == 0:
         return OnlineSoftmaxState(state.max, state.sum)
     new_max = torch.maximum(state.max, block.amax(dim=-1, keepdim=True))  # (…, 1)
@@ -103,15 +124,15 @@ def online_softmax(scores: torch.Tensor, dim: int = -1, block_size: int = 128) -
     Stable for any finite score; −inf entries get weight 0 and a row of only −inf gets
     all-zero weights (``torch.softmax`` would give NaN). Shape in = shape out (…, K)."""
     check_tensor(scores, "scores", "(…, K)", ndim=_ANY_RANK_FROM_1, floating=True)
-    if isinstance(dim, bool) or not isinstance(dim, int) \
-            or not -scores.dim() <= dim < scores.dim():
-        raise ValueError(f"dim must be an axis of scores (shape {tuple(scores.shape)}), "
-                         f"got {dim!r}")
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -scores.dim() <= dim < scores.dim():
+        raise ValueError(
+            f"dim must be an axis of scores (shape {tuple(scores.shape)}), got {dim!r}"
+        )
     block_size = check_int(block_size, "block_size", minimum=1)
     scores = scores.movedim(dim, -1)
     state = OnlineSoftmaxState.empty((*scores.shape[:-1], 1), scores.dtype, scores.device)
     for start in range(0, scores.shape[-1], block_size):
-        state = online_softmax_update(state, scores[..., start:start + block_size])
+        state = online_softmax_update(state, scores[..., start : start + block_size])
     weights = torch.exp(scores - _safe(state.max))
     weights = torch.where(state.sum > 0, weights / state.sum, torch.zeros_like(weights))
     return weights.movedim(-1, dim)
@@ -123,16 +144,19 @@ def _check_qkv(q, k, v) -> torch.Size:
     for name, t, letter in (("q", q, "Q"), ("k", k, "K"), ("v", v, "K")):
         check_tensor(t, name, f"(…, {letter}, D)", ndim=_ANY_RANK_FROM_2, floating=True)
     if not q.dtype == k.dtype == v.dtype:
-        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and "
-                         f"{v.dtype}")
+        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"need q (…, Q, D), k (…, K, D), v (…, K, Dv); got q {tuple(q.shape)}, "
-                         f"k {tuple(k.shape)}, v {tuple(v.shape)}")
+        raise ValueError(
+            f"need q (…, Q, D), k (…, K, D), v (…, K, Dv); got q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
     try:
         return torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
-        raise ValueError(f"the leading (batch, head) axes of q {tuple(q.shape)}, "
-                         f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast") from None
+        raise ValueError(
+            f"the leading (batch, head) axes of q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast"
+        ) from None
 
 
 def _full_mask(mask, is_causal, lead: torch.Size, num_queries: int, num_keys: int, device):
@@ -147,8 +171,10 @@ def _full_mask(mask, is_causal, lead: torch.Size, num_queries: int, num_keys: in
         except RuntimeError:
             fits = False
         if not fits:
-            raise ValueError(f"mask of shape {tuple(mask.shape)} must broadcast to the scores' "
-                             f"shape {tuple(shape)} (…, Q, K)")
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} must broadcast to the scores' "
+                f"shape {tuple(shape)} (…, Q, K)"
+            )
         mask = mask.to(device).broadcast_to((*mask.shape[:-2], num_queries, num_keys))
     if is_causal:
         causal = causal_mask(num_queries, num_keys, device=device)
@@ -176,8 +202,9 @@ def naive_attention(q, k, v, mask=None, is_causal=False, scale=None) -> torch.Te
     return out  # (…, Q, Dv); the (…, Q, K) scores and weights are the O(Q·K) memory
 
 
-def tiled_attention(q, k, v, mask=None, is_causal=False, block_size=128,
-                    query_block_size=None, scale=None) -> torch.Tensor:
+def tiled_attention(
+    q, k, v, mask=None, is_causal=False, block_size=128, query_block_size=None, scale=None
+) -> torch.Tensor:
     """Exact attention without the (Q, K) score matrix: for each block of ``block_size``
     keys, scores s = q kbᵀ · scale (…, Qb, Kb), then with the running max m, denominator l
     and weighted sum of values acc (all rescaled by exp(m_old − m_new)):
@@ -192,24 +219,28 @@ def tiled_attention(q, k, v, mask=None, is_causal=False, block_size=128,
     lead = _check_qkv(q, k, v)
     block_size = check_int(block_size, "block_size", minimum=1)
     num_queries, num_keys = q.shape[-2], k.shape[-2]
-    query_block_size = max(num_queries, 1) if query_block_size is None else check_int(
-        query_block_size, "query_block_size", minimum=1)
+    query_block_size = (
+        max(num_queries, 1)
+        if query_block_size is None
+        else check_int(query_block_size, "query_block_size", minimum=1)
+    )
     scale = _scale(scale, q)
     full_mask = _full_mask(mask, False, lead, num_queries, num_keys, q.device)
     check_bool(is_causal, "is_causal")
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     outs = []
     for q0 in range(0, num_queries, query_block_size):
-        qb = q[..., q0:q0 + query_block_size, :] * scale  # (…, Qb, D)
+        qb = q[..., q0 : q0 + query_block_size, :] * scale  # (…, Qb, D)
         rows = qb.shape[-2]
         m = qb.new_full((*lead, rows, 1), NEG_INF)  # running max (…, Qb, 1)
         l = qb.new_zeros((*lead, rows, 1))  # running denominator (…, Qb, 1)
         acc = qb.new_zeros((*lead, rows, v.shape[-1]))  # running Σ p v (…, Qb, Dv)
         last_key = q0 + rows - 1 if is_causal else num_keys - 1
         for k0 in range(0, min(num_keys, last_key + 1), block_size):
-            s = qb @ k[..., k0:k0 + block_size, :].transpose(-2, -1)  # (…, Qb, Kb)
-            allowed = None if full_mask is None else \
-                full_mask[..., q0:q0 + rows, k0:k0 + block_size]  # (…, Qb, Kb)
+            s = qb @ k[..., k0 : k0 + block_size, :].transpose(-2, -1)  # (…, Qb, Kb)
+            allowed = (
+                None if full_mask is None else full_mask[..., q0 : q0 + rows, k0 : k0 + block_size]
+            )  # (…, Qb, Kb)
             if is_causal:  # key j allowed for query i iff j <= i
                 qi = torch.arange(q0, q0 + rows, device=q.device)[:, None]
                 kj = torch.arange(k0, k0 + s.shape[-1], device=q.device)
@@ -222,13 +253,14 @@ def tiled_attention(q, k, v, mask=None, is_causal=False, block_size=128,
             p = torch.exp(s - safe) if needs_grad else s.sub_(safe).exp_()
             alpha = torch.exp(m - safe)  # rescales what was summed under the old max
             l = l * alpha + p.sum(dim=-1, keepdim=True)
-            acc = acc * alpha + p @ v[..., k0:k0 + block_size, :]
+            acc = acc * alpha + p @ v[..., k0 : k0 + block_size, :]
             m = m_new
         # A query with no allowed key has l = 0: divide by 1 there, so that neither the
         # value nor the gradient of the branch torch.where discards is 0/0 (NaN).
         has_key = l > 0
-        outs.append(torch.where(has_key, acc / torch.where(has_key, l, 1.0),
-                                torch.zeros_like(acc)))  # (…, Qb, Dv)
+        outs.append(
+            torch.where(has_key, acc / torch.where(has_key, l, 1.0), torch.zeros_like(acc))
+        )  # (…, Qb, Dv)
     if not outs:  # Q == 0
         return q.new_zeros((*lead, 0, v.shape[-1]))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)  # (…, Q, Dv)
@@ -263,16 +295,27 @@ def _features(feature_map, x: torch.Tensor, name: str) -> torch.Tensor:
     """``feature_map(x)``, checked to be a tensor (…, T, D') of x's leading shape and >= 0
     (negative features only from a map marked ``similarities_nonnegative``)."""
     phi = feature_map(x)
-    if not isinstance(phi, torch.Tensor) or phi.dim() != x.dim() \
-            or phi.shape[:-1] != x.shape[:-1] or phi.dtype != x.dtype:
-        raise ValueError(f"feature_map must map {name} of shape {tuple(x.shape)} to a tensor of "
-                         f"shape (…, T, D') = {(*x.shape[:-1], 'D')} and dtype {x.dtype}, got "
-                         f"{tuple(phi.shape) if isinstance(phi, torch.Tensor) else phi!r}")
-    if phi.numel() and not getattr(feature_map, "similarities_nonnegative", False) \
-            and bool(phi.min() < 0):
-        raise ValueError(f"feature_map must return non-negative features (a kernel's "
-                         f"similarities φ(q)·φ(k) may not be negative), got a minimum of "
-                         f"{float(phi.min()):.4g} for {name}")
+    if (
+        not isinstance(phi, torch.Tensor)
+        or phi.dim() != x.dim()
+        or phi.shape[:-1] != x.shape[:-1]
+        or phi.dtype != x.dtype
+    ):
+        raise ValueError(
+            f"feature_map must map {name} of shape {tuple(x.shape)} to a tensor of "
+            f"shape (…, T, D') = {(*x.shape[:-1], 'D')} and dtype {x.dtype}, got "
+            f"{tuple(phi.shape) if isinstance(phi, torch.Tensor) else phi!r}"
+        )
+    if (
+        phi.numel()
+        and not getattr(feature_map, "similarities_nonnegative", False)
+        and bool(phi.min() < 0)
+    ):
+        raise ValueError(
+            f"feature_map must return non-negative features (a kernel's "
+            f"similarities φ(q)·φ(k) may not be negative), got a minimum of "
+            f"{float(phi.min()):.4g} for {name}"
+        )
     return phi
 
 
@@ -290,12 +333,15 @@ def linear_attention(q, k, v, feature_map=elu_feature_map, causal=False) -> torc
     require(callable(feature_map), f"feature_map must be a callable, got {feature_map!r}")
     check_bool(causal, "causal")
     if causal and q.shape[-2] != k.shape[-2]:
-        raise ValueError(f"causal linear attention needs Q == K, got q {tuple(q.shape)} "
-                         f"and k {tuple(k.shape)}")
+        raise ValueError(
+            f"causal linear attention needs Q == K, got q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
     phi_q, phi_k = _features(feature_map, q, "q"), _features(feature_map, k, "k")
     if phi_q.shape[-1] != phi_k.shape[-1]:
-        raise ValueError(f"feature_map must give q and k the same feature size D', got "
-                         f"{phi_q.shape[-1]} and {phi_k.shape[-1]}")
+        raise ValueError(
+            f"feature_map must give q and k the same feature size D', got "
+            f"{phi_q.shape[-1]} and {phi_k.shape[-1]}"
+        )
     if not causal:
         kv = phi_k.transpose(-2, -1) @ v  # (…, D', Dv)
         normaliser = phi_q @ phi_k.sum(dim=-2).unsqueeze(-1)  # (…, Q, 1)

@@ -22,8 +22,16 @@ import torch
 
 from helpers.checks import check_int, check_real, check_tensor, describe, require
 
-__all__ = ["hebbian_weights", "projection_weights", "energy", "recall", "modern_hopfield_update",
-           "hopfield_weights", "retrieve", "modern_energy"]
+__all__ = [
+    "hebbian_weights",
+    "projection_weights",
+    "energy",
+    "recall",
+    "modern_hopfield_update",
+    "hopfield_weights",
+    "retrieve",
+    "modern_energy",
+]
 
 _AT_LEAST_1 = range(1, 65)  # (…, N): one axis or more
 
@@ -32,15 +40,18 @@ def _check_binary(x, name: str, shape: str) -> None:
     """``x`` must be a non-empty tensor (not bool) whose entries are all −1 or +1."""
     check_tensor(x, name, shape, ndim=_AT_LEAST_1)
     if x.dtype == torch.bool or x.numel() == 0 or not bool(((x == 1) | (x == -1)).all()):
-        raise ValueError(f"{name} must be a non-empty tensor of -1 and +1 entries, got "
-                         f"{describe(x)}")
+        raise ValueError(
+            f"{name} must be a non-empty tensor of -1 and +1 entries, got {describe(x)}"
+        )
 
 
 def _check_weights(weights) -> int:
     """``weights`` must be a floating (N, N) matrix; returns N."""
     check_tensor(weights, "weights", "(N, N)", ndim=2, floating=True)
-    require(weights.shape[0] == weights.shape[1],
-            f"weights must have shape (N, N), got shape {tuple(weights.shape)}")
+    require(
+        weights.shape[0] == weights.shape[1],
+        f"weights must have shape (N, N), got shape {tuple(weights.shape)}",
+    )
     return weights.shape[0]
 
 
@@ -49,10 +60,14 @@ def _check_modern(patterns, xi, beta) -> float:
     check_tensor(patterns, "patterns", "(N, P)", ndim=2, floating=True)
     check_tensor(xi, "xi", "(…, N)", ndim=_AT_LEAST_1, floating=True)
     if xi.shape[-1] != patterns.shape[0]:
-        raise ValueError(f"patterns must be (N, P) and xi (…, N), got patterns "
-                         f"{tuple(patterns.shape)} and xi {tuple(xi.shape)}")
-    require(xi.dtype == patterns.dtype, f"xi must have the dtype of patterns, {patterns.dtype}, "
-                                        f"got {xi.dtype}")
+        raise ValueError(
+            f"patterns must be (N, P) and xi (…, N), got patterns "
+            f"{tuple(patterns.shape)} and xi {tuple(xi.shape)}"
+        )
+    require(
+        xi.dtype == patterns.dtype,
+        f"xi must have the dtype of patterns, {patterns.dtype}, got {xi.dtype}",
+    )
     return check_real(beta, "beta", minimum=0, exclusive_minimum=True)
 
 
@@ -97,16 +112,24 @@ def energy(weights: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     """E(s) = −½ sᵀ W s for W (N, N) and states (…, N); returns (…), 0-d for one state.
     The states are converted to W's dtype (so ±1 integers are fine)."""
     num_units = _check_weights(weights)
-    check_tensor(state, "state", f"(…, N) with N={num_units}", ndim=_AT_LEAST_1,
-                 size={-1: num_units})
-    require(state.dtype != torch.bool and not state.is_complex(),
-            f"state must hold real numbers (±1), got dtype {state.dtype}")
+    check_tensor(
+        state, "state", f"(…, N) with N={num_units}", ndim=_AT_LEAST_1, size={-1: num_units}
+    )
+    require(
+        state.dtype != torch.bool and not state.is_complex(),
+        f"state must hold real numbers (±1), got dtype {state.dtype}",
+    )
     state = state.to(weights.dtype)
     return -0.5 * ((state @ weights) * state).sum(dim=-1)
 
 
-def recall(weights: torch.Tensor, state: torch.Tensor, steps: int = 10, mode: str = "async",
-           generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def recall(
+    weights: torch.Tensor,
+    state: torch.Tensor,
+    steps: int = 10,
+    mode: str = "async",
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the Hopfield dynamics from ``state`` (…, N) of ±1 for ``steps`` steps.
 
     ``mode="async"``: a step is one sweep over all N units in a random order (drawn from
@@ -121,13 +144,17 @@ def recall(weights: torch.Tensor, state: torch.Tensor, steps: int = 10, mode: st
     if mode not in ("async", "sync"):
         raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
     steps = check_int(steps, "steps")
-    require(generator is None or isinstance(generator, torch.Generator),
-            f"generator must be a torch.Generator or None, got {describe(generator)}")
+    require(
+        generator is None or isinstance(generator, torch.Generator),
+        f"generator must be a torch.Generator or None, got {describe(generator)}",
+    )
     _check_binary(state, "state", "(…, N)")
     num_units = _check_weights(weights)
     if state.shape[-1] != num_units:
-        raise ValueError(f"weights must be (N, N) and state (…, N), got weights "
-                         f"{tuple(weights.shape)} and state {tuple(state.shape)}")
+        raise ValueError(
+            f"weights must be (N, N) and state (…, N), got weights "
+            f"{tuple(weights.shape)} and state {tuple(state.shape)}"
+        )
     state = state.to(weights.dtype).clone()
     energies = [energy(weights, state)]
     for _ in range(steps):
@@ -159,8 +186,7 @@ def modern_hopfield_update(patterns: torch.Tensor, xi: torch.Tensor, beta: float
     return hopfield_weights(patterns, xi, beta) @ patterns.T  # (…, P) @ (P, N)
 
 
-def retrieve(patterns: torch.Tensor, xi: torch.Tensor, beta: float,
-             steps: int = 1) -> torch.Tensor:
+def retrieve(patterns: torch.Tensor, xi: torch.Tensor, beta: float, steps: int = 1) -> torch.Tensor:
     """Apply :func:`modern_hopfield_update` ``steps`` times from ξ (…, N); returns (…, N).
     Large β retrieves the stored pattern nearest ξ (usually in one step); small β ends near
     the mean of the patterns, a metastable state that averages them."""

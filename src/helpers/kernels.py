@@ -43,8 +43,9 @@ def _as_float(x, name: str) -> torch.Tensor:
     try:
         tensor = torch.as_tensor(x)
     except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"{name} must be a real tensor (or number, array or list), "
-                         f"got {describe(x)}") from None
+        raise ValueError(
+            f"{name} must be a real tensor (or number, array or list), got {describe(x)}"
+        ) from None
     if tensor.dtype == torch.bool or tensor.is_complex():
         raise ValueError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
     return tensor if tensor.is_floating_point() else tensor.to(torch.get_default_dtype())
@@ -57,11 +58,11 @@ def _scalar_value(value, name: str):
     if not isinstance(value, torch.Tensor):
         return value
     if value.dim() != 0:
-        raise ValueError(f"{name} must be a float or a 0-d tensor, "
-                         f"got a tensor of shape {tuple(value.shape)}")
+        raise ValueError(
+            f"{name} must be a float or a 0-d tensor, got a tensor of shape {tuple(value.shape)}"
+        )
     if value.dtype == torch.bool or value.is_complex():
-        raise ValueError(f"{name} must be a real number, got a 0-d tensor of dtype "
-                         f"{value.dtype}")
+        raise ValueError(f"{name} must be a real number, got a 0-d tensor of dtype {value.dtype}")
     return float(value.detach())
 
 
@@ -71,10 +72,13 @@ def _resolve_w(w, bandwidth):
         check_real(_scalar_value(w, "w"), "w", minimum=0, exclusive_minimum=True)
         return w
     if not (isinstance(w, float) and w == 1.0):
-        raise ValueError(f"give either w or bandwidth (w = 1/bandwidth), not both; "
-                         f"got w={w!r} and bandwidth={bandwidth!r}")
-    check_real(_scalar_value(bandwidth, "bandwidth"), "bandwidth", minimum=0,
-               exclusive_minimum=True)
+        raise ValueError(
+            f"give either w or bandwidth (w = 1/bandwidth), not both; "
+            f"got w={w!r} and bandwidth={bandwidth!r}"
+        )
+    check_real(
+        _scalar_value(bandwidth, "bandwidth"), "bandwidth", minimum=0, exclusive_minimum=True
+    )
     return 1.0 / bandwidth
 
 
@@ -88,8 +92,10 @@ def _check_inputs(queries, keys, values, mask):
     if values.dim() not in (1, 2):
         raise ValueError(f"values must be 1-D (K,) or 2-D (K, D), got shape {tuple(values.shape)}")
     if keys.shape[0] != values.shape[0]:
-        raise ValueError(f"keys and values must have the same length K, got keys of shape "
-                         f"{tuple(keys.shape)} and values of shape {tuple(values.shape)}")
+        raise ValueError(
+            f"keys and values must have the same length K, got keys of shape "
+            f"{tuple(keys.shape)} and values of shape {tuple(values.shape)}"
+        )
     if keys.shape[0] == 0:
         raise ValueError("keys must hold at least one key, got shape (0,)")
     for name, positions in (("queries", queries), ("keys", keys)):

@@ -50,33 +50,41 @@ class KVCache:
     @property
     def keys(self) -> torch.Tensor | None:
         """The cached keys (B, H, T, D/H), a view of the buffer; None while empty."""
-        return None if self._keys is None else self._keys[..., :self._length, :]
+        return None if self._keys is None else self._keys[..., : self._length, :]
 
     @property
     def values(self) -> torch.Tensor | None:
         """The cached values (B, H, T, D/H), a view of the buffer; None while empty."""
-        return None if self._values is None else self._values[..., :self._length, :]
+        return None if self._values is None else self._values[..., : self._length, :]
 
     def _check(self, keys, values) -> None:
         check_tensor(keys, "keys", "(B, H, t, D/H)", ndim=4, floating=True)
         check_tensor(values, "values", "(B, H, t, D/H)", ndim=4, floating=True)
         if keys.shape[:3] != values.shape[:3]:
-            raise ValueError(f"keys and values need the same (B, H, t), got keys "
-                             f"{tuple(keys.shape)} and values {tuple(values.shape)}")
+            raise ValueError(
+                f"keys and values need the same (B, H, t), got keys "
+                f"{tuple(keys.shape)} and values {tuple(values.shape)}"
+            )
         if keys.dtype != values.dtype or keys.device != values.device:
-            raise ValueError(f"keys and values need the same dtype and device, got "
-                             f"{keys.dtype} on {keys.device} and {values.dtype} on "
-                             f"{values.device}")
+            raise ValueError(
+                f"keys and values need the same dtype and device, got "
+                f"{keys.dtype} on {keys.device} and {values.dtype} on "
+                f"{values.device}"
+            )
         if self._keys is not None:
             for name, t, buffer in (("keys", keys, self._keys), ("values", values, self._values)):
                 if t.shape[:2] != buffer.shape[:2] or t.shape[-1] != buffer.shape[-1]:
-                    raise ValueError(f"{name} of shape {tuple(t.shape)} do not fit the cache "
-                                     f"(B, H, ·, D/H) = {tuple(buffer.shape[:2])}, "
-                                     f"{buffer.shape[-1]}")
+                    raise ValueError(
+                        f"{name} of shape {tuple(t.shape)} do not fit the cache "
+                        f"(B, H, ·, D/H) = {tuple(buffer.shape[:2])}, "
+                        f"{buffer.shape[-1]}"
+                    )
                 if t.dtype != buffer.dtype or t.device != buffer.device:
-                    raise ValueError(f"{name} of dtype {t.dtype} on {t.device} do not fit the "
-                                     f"cache, which holds {buffer.dtype} on {buffer.device} "
-                                     f"(a copy would convert them silently)")
+                    raise ValueError(
+                        f"{name} of dtype {t.dtype} on {t.device} do not fit the "
+                        f"cache, which holds {buffer.dtype} on {buffer.device} "
+                        f"(a copy would convert them silently)"
+                    )
 
     def _grow(self, needed: int, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Make room for ``needed`` positions: allocate, or reallocate at double size."""
@@ -86,12 +94,11 @@ class KVCache:
         new_keys = keys.new_empty((*keys.shape[:2], capacity, keys.shape[-1]))
         new_values = values.new_empty((*values.shape[:2], capacity, values.shape[-1]))
         if self._keys is not None:  # copy what is cached (once per doubling)
-            new_keys[..., :self._length, :] = self.keys
-            new_values[..., :self._length, :] = self.values
+            new_keys[..., : self._length, :] = self.keys
+            new_values[..., : self._length, :] = self.values
         self._keys, self._values = new_keys, new_values
 
-    def append(self, keys: torch.Tensor,
-               values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Copy keys and values (B, H, t, D/H) (floating, one dtype and device; t may be 0)
         into the next t positions; return all of them, (B, H, T, D/H) each (views of the
         cache's buffers)."""
@@ -105,20 +112,25 @@ class KVCache:
 
 
 def _check_mha(mha) -> None:
-    require(isinstance(mha, MultiHeadAttention),
-            f"mha must be a helpers.multihead.MultiHeadAttention, got {type(mha).__name__}")
+    require(
+        isinstance(mha, MultiHeadAttention),
+        f"mha must be a helpers.multihead.MultiHeadAttention, got {type(mha).__name__}",
+    )
 
 
 def _check_tokens(x, name: str, mha: MultiHeadAttention, shape: str, ndim: int = 3) -> None:
     """x (B, T, D): floating, D = mha.d_model, the dtype of mha's parameters."""
     check_tensor(x, name, shape, ndim=ndim, floating=True, dtype=mha.w_o.weight.dtype)
     if x.shape[-1] != mha.d_model:
-        raise ValueError(f"{name} must have d_model={mha.d_model} features in the last axis, "
-                         f"got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must have d_model={mha.d_model} features in the last axis, "
+            f"got shape {tuple(x.shape)}"
+        )
 
 
-def decode_step(mha, x_t: torch.Tensor,
-                cache: KVCache | None = None) -> tuple[torch.Tensor, KVCache]:
+def decode_step(
+    mha, x_t: torch.Tensor, cache: KVCache | None = None
+) -> tuple[torch.Tensor, KVCache]:
     """One step of causal self-attention for the new token x_t (B, 1, D) with ``mha`` (a
     :class:`helpers.multihead.MultiHeadAttention`): only x_t is projected; its key and value
     join the cache and its query attends to all T cached positions (itself included, so no
@@ -126,11 +138,15 @@ def decode_step(mha, x_t: torch.Tensor,
     Returns ``(out (B, 1, D), cache)``."""
     _check_mha(mha)
     if not isinstance(x_t, torch.Tensor) or x_t.dim() != 3 or x_t.shape[1] != 1:
-        raise ValueError(f"x_t must have shape (B, 1, D), got "
-                         f"{tuple(x_t.shape) if isinstance(x_t, torch.Tensor) else type(x_t)}")
+        raise ValueError(
+            f"x_t must have shape (B, 1, D), got "
+            f"{tuple(x_t.shape) if isinstance(x_t, torch.Tensor) else type(x_t)}"
+        )
     _check_tokens(x_t, "x_t", mha, "(B, 1, D)")
-    require(cache is None or isinstance(cache, KVCache),
-            f"cache must be a KVCache or None, got {type(cache).__name__}")
+    require(
+        cache is None or isinstance(cache, KVCache),
+        f"cache must be a KVCache or None, got {type(cache).__name__}",
+    )
     cache = KVCache() if cache is None else cache
     q = mha.split_heads(mha.w_q(x_t))  # (B, H, 1, D/H)
     keys, values = cache.append(mha.split_heads(mha.w_k(x_t)), mha.split_heads(mha.w_v(x_t)))
@@ -145,7 +161,7 @@ def decode_with_cache(mha, x: torch.Tensor) -> torch.Tensor:
     _check_tokens(x, "x", mha, "(B, T, D)")
     cache, outs = KVCache(capacity=max(x.shape[1], 1)), []
     for t in range(x.shape[1]):
-        out, cache = decode_step(mha, x[:, t:t + 1], cache)
+        out, cache = decode_step(mha, x[:, t : t + 1], cache)
         outs.append(out)
     return torch.cat(outs, dim=1) if outs else x.new_zeros(x.shape)  # (B, T, D)
 

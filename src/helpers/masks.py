@@ -13,7 +13,7 @@ masked layers can see. Shape letters: B batch, Q queries, K keys, T positions.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -39,8 +39,10 @@ def _device(device) -> torch.device | None:
     try:
         return torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"device must be a torch.device or a device string such as "
-                         f"'cpu', got {describe(device)}") from None
+        raise ValueError(
+            f"device must be a torch.device or a device string such as "
+            f"'cpu', got {describe(device)}"
+        ) from None
 
 
 def _as_integer_tensor(value, name: str, shape: str) -> torch.Tensor:
@@ -51,8 +53,10 @@ def _as_integer_tensor(value, name: str, shape: str) -> torch.Tensor:
         try:
             value = torch.as_tensor(value)
         except (TypeError, ValueError, RuntimeError):
-            raise ValueError(f"{name} must be an integer tensor (or list) of shape {shape}, "
-                             f"got {describe(value)}") from None
+            raise ValueError(
+                f"{name} must be an integer tensor (or list) of shape {shape}, "
+                f"got {describe(value)}"
+            ) from None
         if value.numel() == 0 and value.is_floating_point():
             value = value.long()
     if value.dtype == torch.bool or value.is_floating_point() or value.is_complex():
@@ -60,9 +64,7 @@ def _as_integer_tensor(value, name: str, shape: str) -> torch.Tensor:
     return value
 
 
-
-def valid_length_mask(valid_lens, num_keys: int,
-                      num_queries: int | None = None) -> torch.Tensor:
+def valid_length_mask(valid_lens, num_keys: int, num_queries: int | None = None) -> torch.Tensor:
     """Mask out the padding keys of each sequence: key ``j`` may be attended iff ``j < len``.
 
     ``valid_lens`` holds one length per sequence, shape (B,), giving a mask of shape (B, K);
@@ -85,18 +87,20 @@ def valid_length_mask(valid_lens, num_keys: int,
         num_queries = check_int(num_queries, "num_queries")
     valid_lens = _as_integer_tensor(valid_lens, "valid_lens", "(B,) or (B, Q)")
     if valid_lens.dim() not in (1, 2):
-        raise ValueError(f"valid_lens must be 1-D (B,) or 2-D (B, Q), "
-                         f"got shape {tuple(valid_lens.shape)}")
+        raise ValueError(
+            f"valid_lens must be 1-D (B,) or 2-D (B, Q), got shape {tuple(valid_lens.shape)}"
+        )
     if valid_lens.numel() > 0:
         low, high = int(valid_lens.min()), int(valid_lens.max())
         if low < 0:
             raise ValueError(f"valid_lens must be >= 0, got a length of {low}")
         if high > num_keys:
-            raise ValueError(f"valid_lens must be <= num_keys={num_keys}, "
-                             f"got a length of {high}")
+            raise ValueError(f"valid_lens must be <= num_keys={num_keys}, got a length of {high}")
     if valid_lens.dim() == 2 and num_queries is not None and valid_lens.shape[1] != num_queries:
-        raise ValueError(f"valid_lens of shape (B, Q) must have Q == num_queries="
-                         f"{num_queries}, got shape {tuple(valid_lens.shape)}")
+        raise ValueError(
+            f"valid_lens of shape (B, Q) must have Q == num_queries="
+            f"{num_queries}, got shape {tuple(valid_lens.shape)}"
+        )
     positions = torch.arange(num_keys, device=valid_lens.device)  # (K,)
     mask = positions < valid_lens.unsqueeze(-1)  # (B, K) or (B, Q, K)
     if valid_lens.dim() == 1 and num_queries is not None:
@@ -104,8 +108,9 @@ def valid_length_mask(valid_lens, num_keys: int,
     return mask
 
 
-def causal_mask(num_queries: int, num_keys: int | None = None, *,
-                device: torch.device | str | None = None) -> torch.Tensor:
+def causal_mask(
+    num_queries: int, num_keys: int | None = None, *, device: torch.device | str | None = None
+) -> torch.Tensor:
     """The causal (look-ahead) mask: query ``i`` may attend key ``j`` iff ``j <= i``.
 
     Exactly the mask ``F.scaled_dot_product_attention(..., is_causal=True)`` applies, which
@@ -126,8 +131,13 @@ def causal_mask(num_queries: int, num_keys: int | None = None, *,
     return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(diagonal=0)
 
 
-def band_mask(num_queries: int, window: int, num_keys: int | None = None, *,
-              device: torch.device | str | None = None) -> torch.Tensor:
+def band_mask(
+    num_queries: int,
+    window: int,
+    num_keys: int | None = None,
+    *,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """The mask of truncated (windowed) attention: query ``i`` may attend key ``j`` iff
     ``|i - j| <= window``.
 
@@ -176,8 +186,13 @@ def grid_mask(height: int, width: int, radius: int = 1) -> torch.Tensor:
     return near_row & near_col
 
 
-def adjacency_mask(edges: Sequence[tuple[int, int]] | torch.Tensor, num_nodes: int, *,
-                   self_loops: bool = True, directed: bool = False) -> torch.Tensor:
+def adjacency_mask(
+    edges: Sequence[tuple[int, int]] | torch.Tensor,
+    num_nodes: int,
+    *,
+    self_loops: bool = True,
+    directed: bool = False,
+) -> torch.Tensor:
     """The attention mask of a graph: node ``i`` may attend node ``j`` iff there is an edge
     between them (or ``i == j`` when ``self_loops``), as in a graph attention network.
 
@@ -199,14 +214,21 @@ def adjacency_mask(edges: Sequence[tuple[int, int]] | torch.Tensor, num_nodes: i
     if pairs.numel() == 0 and pairs.dim() == 1:
         pairs = pairs.reshape(0, 2)  # an empty list: no edges
     if pairs.dim() != 2 or pairs.shape[1] != 2:  # never re-pair a (2, E) edge index
-        raise ValueError(f"edges must be pairs (i, j), a list or an (E, 2) tensor, got shape "
-                         f"{tuple(pairs.shape)}" + (" (for a (2, E) edge index pass edges.T)"
-                                                    if pairs.dim() == 2 and pairs.shape[0] == 2
-                                                    else ""))
+        raise ValueError(
+            f"edges must be pairs (i, j), a list or an (E, 2) tensor, got shape "
+            f"{tuple(pairs.shape)}"
+            + (
+                " (for a (2, E) edge index pass edges.T)"
+                if pairs.dim() == 2 and pairs.shape[0] == 2
+                else ""
+            )
+        )
     pairs = pairs.to(device="cpu", dtype=torch.long)
     if pairs.numel() and (int(pairs.min()) < 0 or int(pairs.max()) >= num_nodes):
-        raise ValueError(f"edges must hold node indices in [0, {num_nodes}), got indices from "
-                         f"{int(pairs.min())} to {int(pairs.max())}")
+        raise ValueError(
+            f"edges must hold node indices in [0, {num_nodes}), got indices from "
+            f"{int(pairs.min())} to {int(pairs.max())}"
+        )
     mask = torch.zeros(num_nodes, num_nodes, dtype=torch.bool)
     mask[pairs[:, 0], pairs[:, 1]] = True
     if not directed:
@@ -231,13 +253,16 @@ def reachable(masks: Sequence[torch.Tensor]) -> torch.Tensor:
         A bool tensor of shape (T, T).
     """
     if isinstance(masks, torch.Tensor) and masks.dim() != 3:
-        raise ValueError(f"masks must be a sequence of (T, T) bool masks (or an (L, T, T) "
-                         f"tensor), got a tensor of shape {tuple(masks.shape)}")
+        raise ValueError(
+            f"masks must be a sequence of (T, T) bool masks (or an (L, T, T) "
+            f"tensor), got a tensor of shape {tuple(masks.shape)}"
+        )
     try:
         layers = list(masks)
     except TypeError:
-        raise ValueError(f"masks must be a sequence of (T, T) bool masks, one per layer, "
-                         f"got {describe(masks)}") from None
+        raise ValueError(
+            f"masks must be a sequence of (T, T) bool masks, one per layer, got {describe(masks)}"
+        ) from None
     if len(layers) == 0:
         raise ValueError("masks must hold at least one (T, T) layer mask, got none")
     reach = None
@@ -245,8 +270,10 @@ def reachable(masks: Sequence[torch.Tensor]) -> torch.Tensor:
         check_bool_mask(mask, f"masks[{index}]", shape="(T, T)", ndim=2)
         step = mask.to(torch.float64)
         if reach is not None and step.shape[1] != reach.shape[0]:
-            raise ValueError(f"masks[{index}] has shape {tuple(mask.shape)} but the layer "
-                             f"below has {reach.shape[0]} outputs")
+            raise ValueError(
+                f"masks[{index}] has shape {tuple(mask.shape)} but the layer "
+                f"below has {reach.shape[0]} outputs"
+            )
         reach = step if reach is None else ((step @ reach.to(step.device)) > 0).to(torch.float64)
     return reach > 0
 

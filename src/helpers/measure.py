@@ -24,9 +24,8 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
-from typing import Callable
 
 import numpy as np
 import torch
@@ -36,8 +35,15 @@ from helpers.efficient import naive_attention, tiled_attention
 from helpers.kvcache import decode_with_cache, decode_without_cache
 from helpers.multihead import MultiHeadAttention
 
-__all__ = ["time_call", "loglog_slope", "peak_memory_bytes", "memory_comparison",
-           "time_decoding", "attention_flops", "attention_entropy"]
+__all__ = [
+    "time_call",
+    "loglog_slope",
+    "peak_memory_bytes",
+    "memory_comparison",
+    "time_decoding",
+    "attention_flops",
+    "attention_entropy",
+]
 
 
 # ---------------------------------------------------------------- time
@@ -79,11 +85,15 @@ def loglog_slope(sizes: Sequence[float], times: Sequence[float]) -> float:
     try:
         sizes, times = np.asarray(sizes, dtype=float), np.asarray(times, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"sizes and times must be 1-D sequences of numbers, got "
-                         f"{describe(sizes)} and {describe(times)}") from None
+        raise ValueError(
+            f"sizes and times must be 1-D sequences of numbers, got "
+            f"{describe(sizes)} and {describe(times)}"
+        ) from None
     if sizes.shape != times.shape or sizes.ndim != 1 or len(sizes) < 2:
-        raise ValueError(f"sizes and times must be 1-D of the same length >= 2, got "
-                         f"shapes {sizes.shape} and {times.shape}")
+        raise ValueError(
+            f"sizes and times must be 1-D of the same length >= 2, got "
+            f"shapes {sizes.shape} and {times.shape}"
+        )
     if not (np.isfinite(sizes).all() and np.isfinite(times).all()):
         raise ValueError("sizes and times must be finite, got NaN or inf")
     if (sizes <= 0).any() or (times <= 0).any():
@@ -153,9 +163,12 @@ def memory_comparison(lengths, d_head=64, block_size=128, seed=0) -> list[dict]:
     Returns:
         ``[{"length", "naive_bytes", "tiled_bytes", "ratio"}, …]``, one dict per length.
     """
-    require(isinstance(lengths, Iterable) and getattr(lengths, "ndim", 1) == 1
-            and not isinstance(lengths, (str, bytes, dict, torch.Tensor)),
-            f"lengths must be a sequence of positive integers, got {describe(lengths)}")
+    require(
+        isinstance(lengths, Iterable)
+        and getattr(lengths, "ndim", 1) == 1
+        and not isinstance(lengths, (str, bytes, dict, torch.Tensor)),
+        f"lengths must be a sequence of positive integers, got {describe(lengths)}",
+    )
     lengths = [check_int(length, "every entry of lengths", 1) for length in lengths]
     d_head = check_int(d_head, "d_head", 1)
     block_size = check_int(block_size, "block_size", 1)
@@ -166,8 +179,9 @@ def memory_comparison(lengths, d_head=64, block_size=128, seed=0) -> list[dict]:
         with torch.no_grad():
             naive = peak_memory_bytes(naive_attention, x, x, x)
             tiled = peak_memory_bytes(tiled_attention, x, x, x, block_size=block_size)
-        rows.append({"length": length, "naive_bytes": naive, "tiled_bytes": tiled,
-                     "ratio": naive / tiled})
+        rows.append(
+            {"length": length, "naive_bytes": naive, "tiled_bytes": tiled, "ratio": naive / tiled}
+        )
     return rows
 
 
@@ -188,11 +202,16 @@ def time_decoding(mha, lengths, batch=1, repeats=3, seed=0) -> list[dict]:
     Returns:
         ``[{"length", "cache_s", "recompute_s", "speedup"}, …]``; prints nothing.
     """
-    require(isinstance(mha, MultiHeadAttention),
-            f"mha must be a helpers.multihead.MultiHeadAttention, got {describe(mha)}")
-    require(isinstance(lengths, Iterable) and getattr(lengths, "ndim", 1) == 1
-            and not isinstance(lengths, (str, bytes, dict, torch.Tensor)),
-            f"lengths must be a sequence of positive integers, got {describe(lengths)}")
+    require(
+        isinstance(mha, MultiHeadAttention),
+        f"mha must be a helpers.multihead.MultiHeadAttention, got {describe(mha)}",
+    )
+    require(
+        isinstance(lengths, Iterable)
+        and getattr(lengths, "ndim", 1) == 1
+        and not isinstance(lengths, (str, bytes, dict, torch.Tensor)),
+        f"lengths must be a sequence of positive integers, got {describe(lengths)}",
+    )
     lengths = [check_int(length, "every entry of lengths", 1) for length in lengths]
     batch = check_int(batch, "batch", 1)
     repeats = check_int(repeats, "repeats", 1)
@@ -204,8 +223,10 @@ def time_decoding(mha, lengths, batch=1, repeats=3, seed=0) -> list[dict]:
         best = {"cache_s": math.inf, "recompute_s": math.inf}
         with torch.no_grad():
             for _ in range(repeats):  # alternate, so that a busy machine slows both alike
-                for name, fn in (("cache_s", decode_with_cache),
-                                 ("recompute_s", decode_without_cache)):
+                for name, fn in (
+                    ("cache_s", decode_with_cache),
+                    ("recompute_s", decode_without_cache),
+                ):
                     start = time.perf_counter()
                     fn(mha, x)
                     best[name] = min(best[name], time.perf_counter() - start)
@@ -214,8 +235,14 @@ def time_decoding(mha, lengths, batch=1, repeats=3, seed=0) -> list[dict]:
 
 
 # ---------------------------------------------------------------- FLOPs
-def attention_flops(batch: int, num_queries: int, num_keys: int, d_model: int,
-                    num_heads: int, head_dim: int | None = None) -> dict[str, int]:
+def attention_flops(
+    batch: int,
+    num_queries: int,
+    num_keys: int,
+    d_model: int,
+    num_heads: int,
+    head_dim: int | None = None,
+) -> dict[str, int]:
     """Floating-point operations of one multi-head attention forward pass, stage by stage.
 
     A matrix product of (m, n) by (n, p) counts 2·m·n·p FLOPs (a multiply and an add), the
@@ -242,8 +269,7 @@ def attention_flops(batch: int, num_queries: int, num_keys: int, d_model: int,
     H = check_int(num_heads, "num_heads", 1)
     if head_dim is None:
         if D % H:
-            raise ValueError(f"d_model={D} must be divisible by num_heads={H}, "
-                             f"or pass head_dim")
+            raise ValueError(f"d_model={D} must be divisible by num_heads={H}, or pass head_dim")
         head_dim = D // H
     d_h = check_int(head_dim, "head_dim", 1)
     flops = {
@@ -275,7 +301,10 @@ def attention_entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
         The entropies, ``weights``' shape without ``dim``: (…) (one per query).
     """
     check_tensor(weights, "weights", "(…, K)", ndim=range(1, 65), floating=True)
-    require(not isinstance(dim, bool) and isinstance(dim, int)
-            and -weights.dim() <= dim < weights.dim(),
-            f"dim must be an axis of weights (shape {tuple(weights.shape)}), got {dim!r}")
+    require(
+        not isinstance(dim, bool)
+        and isinstance(dim, int)
+        and -weights.dim() <= dim < weights.dim(),
+        f"dim must be an axis of weights (shape {tuple(weights.shape)}), got {dim!r}",
+    )
     return -torch.special.xlogy(weights, weights).sum(dim=dim)

@@ -11,7 +11,7 @@ Training loops and the classification helpers of chapter 1 are in
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -19,14 +19,24 @@ from torch import nn
 from helpers.checks import check_int, check_tensor, describe, require
 
 __all__ = [
-    "relu", "relu_derivative", "sigmoid", "sigmoid_derivative", "tanh", "tanh_derivative",
-    "gelu", "gelu_derivative", "ACTIVATIONS", "activation_module", "MLP",
+    "relu",
+    "relu_derivative",
+    "sigmoid",
+    "sigmoid_derivative",
+    "tanh",
+    "tanh_derivative",
+    "gelu",
+    "gelu_derivative",
+    "ACTIVATIONS",
+    "activation_module",
+    "MLP",
 ]
 
 _ANY_SHAPE = "(…)"  # the activations are elementwise: any shape in, the same shape out
 
 
 # --- activations, each with its derivative -------------------------------------------------
+
 
 def relu(x: torch.Tensor) -> torch.Tensor:
     """ReLU, max(0, x), elementwise; any shape in, the same shape out."""
@@ -109,8 +119,13 @@ ACTIVATIONS: dict[str, tuple[Callable, Callable]] = {
 """name -> (function, derivative), both elementwise, written from the formulas; each takes
 a floating tensor of any shape (ValueError otherwise) and returns one of the same shape."""
 
-_MODULES = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "gelu": nn.GELU,
-            "identity": nn.Identity}
+_MODULES = {
+    "relu": nn.ReLU,
+    "sigmoid": nn.Sigmoid,
+    "tanh": nn.Tanh,
+    "gelu": nn.GELU,
+    "identity": nn.Identity,
+}
 
 
 def activation_module(name: str) -> nn.Module:
@@ -120,12 +135,15 @@ def activation_module(name: str) -> nn.Module:
     formulas in :data:`ACTIVATIONS` are checked against them in the tests and the chapter.
     ``"identity"`` gives ``nn.Identity``: a network with no nonlinearity at all.
     """
-    require(isinstance(name, str) and name in _MODULES,
-            f"activation must be one of {sorted(_MODULES)}, got {name!r}")
+    require(
+        isinstance(name, str) and name in _MODULES,
+        f"activation must be one of {sorted(_MODULES)}, got {name!r}",
+    )
     return _MODULES[name]()
 
 
 # --- the network ------------------------------------------------------------------------
+
 
 class MLP(nn.Module):
     """A multilayer perceptron: fully connected layers with an activation between them.
@@ -145,8 +163,13 @@ class MLP(nn.Module):
     dtype (float32 unless the module was converted).
     """
 
-    def __init__(self, in_features: int, hidden_sizes: Sequence[int], out_features: int,
-                 activation: str = "relu"):
+    def __init__(
+        self,
+        in_features: int,
+        hidden_sizes: Sequence[int],
+        out_features: int,
+        activation: str = "relu",
+    ):
         super().__init__()
         widths = None
         if not isinstance(hidden_sizes, (str, bytes, torch.Tensor)):
@@ -154,11 +177,16 @@ class MLP(nn.Module):
                 widths = list(hidden_sizes)
             except TypeError:
                 pass
-        require(widths is not None, f"hidden_sizes must be a sequence of widths such as "
-                                    f"[16, 16], got {describe(hidden_sizes)}")
-        sizes = [check_int(in_features, "in_features", 1),
-                 *(check_int(h, f"hidden_sizes[{i}]", 1) for i, h in enumerate(widths)),
-                 check_int(out_features, "out_features", 1)]
+        require(
+            widths is not None,
+            f"hidden_sizes must be a sequence of widths such as "
+            f"[16, 16], got {describe(hidden_sizes)}",
+        )
+        sizes = [
+            check_int(in_features, "in_features", 1),
+            *(check_int(h, f"hidden_sizes[{i}]", 1) for i, h in enumerate(widths)),
+            check_int(out_features, "out_features", 1),
+        ]
         layers: list[nn.Module] = []
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(fan_in, fan_out), activation_module(activation)]
@@ -174,6 +202,8 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = f"(..., {self.in_features})"
         check_tensor(x, "x", shape, dtype=self.linears[0].weight.dtype)
-        require(x.ndim >= 1 and x.shape[-1] == self.in_features,
-                f"x must have shape {shape}, got {tuple(x.shape)}")
+        require(
+            x.ndim >= 1 and x.shape[-1] == self.in_features,
+            f"x must have shape {shape}, got {tuple(x.shape)}",
+        )
         return self.layers(x)

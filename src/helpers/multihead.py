@@ -21,8 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from helpers.attention import scaled_dot_product_attention
-from helpers.checks import (check_bool, check_head_mask, check_int, check_probability,
-                            check_tensor)
+from helpers.checks import check_bool, check_head_mask, check_int, check_probability, check_tensor
 
 __all__ = ["MultiHeadAttention"]
 
@@ -51,8 +50,10 @@ class MultiHeadAttention(nn.Module):
         self.d_model = check_int(d_model, "d_model", minimum=1)
         self.num_heads = check_int(num_heads, "num_heads", minimum=1)
         if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads="
-                             f"{self.num_heads} (each head gets d_model / num_heads features)")
+            raise ValueError(
+                f"d_model={self.d_model} must be divisible by num_heads="
+                f"{self.num_heads} (each head gets d_model / num_heads features)"
+            )
         self.head_dim = self.d_model // self.num_heads
         self.dropout = check_probability(dropout)
         check_bool(bias, "bias")
@@ -62,8 +63,10 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(self.d_model, self.d_model, bias=bias)
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, num_heads={self.num_heads}, "
-                f"bias={self.w_o.bias is not None}, dropout={self.dropout}")
+        return (
+            f"d_model={self.d_model}, num_heads={self.num_heads}, "
+            f"bias={self.w_o.bias is not None}, dropout={self.dropout}"
+        )
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, D) → (B, H, T, D/H): head h gets features h·D/H to (h+1)·D/H − 1."""
@@ -74,27 +77,41 @@ class MultiHeadAttention(nn.Module):
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, H, T, D/H) → (B, T, D): the inverse of :meth:`split_heads`."""
-        check_tensor(x, "x", f"(B, H={self.num_heads}, T, D/H={self.head_dim})", ndim=4,
-                     size={1: self.num_heads, -1: self.head_dim})
+        check_tensor(
+            x,
+            "x",
+            f"(B, H={self.num_heads}, T, D/H={self.head_dim})",
+            ndim=4,
+            size={1: self.num_heads, -1: self.head_dim},
+        )
         B, _, T, _ = x.shape
         return x.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
 
     def _check_inputs(self, queries, keys, values) -> None:
         dtype = self.w_o.weight.dtype
-        for name, tensor, letter in (("queries", queries, "Q"), ("keys", keys, "K"),
-                                     ("values", values, "K")):
+        for name, tensor, letter in (
+            ("queries", queries, "Q"),
+            ("keys", keys, "K"),
+            ("values", values, "K"),
+        ):
             check_tensor(tensor, name, f"(B, {letter}, D)", ndim=3)
             if tensor.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must have d_model={self.d_model} features in the "
-                                 f"last axis, got shape {tuple(tensor.shape)}")
+                raise ValueError(
+                    f"{name} must have d_model={self.d_model} features in the "
+                    f"last axis, got shape {tuple(tensor.shape)}"
+                )
             check_tensor(tensor, name, f"(B, {letter}, D)", dtype=dtype)
         if not queries.shape[0] == keys.shape[0] == values.shape[0]:
-            raise ValueError(f"queries, keys and values must have the same batch size B, got "
-                             f"shapes {tuple(queries.shape)}, {tuple(keys.shape)} and "
-                             f"{tuple(values.shape)}")
+            raise ValueError(
+                f"queries, keys and values must have the same batch size B, got "
+                f"shapes {tuple(queries.shape)}, {tuple(keys.shape)} and "
+                f"{tuple(values.shape)}"
+            )
         if keys.shape[1] != values.shape[1]:
-            raise ValueError(f"keys and values must hold the same number of keys K, got keys "
-                             f"of shape {tuple(keys.shape)} and values {tuple(values.shape)}")
+            raise ValueError(
+                f"keys and values must hold the same number of keys K, got keys "
+                f"of shape {tuple(keys.shape)} and values {tuple(values.shape)}"
+            )
 
     def _head_mask(self, mask, shape: torch.Size) -> torch.Tensor:
         """The mask with the rank of the weights (B, H, Q, K), nothing expanded: the rule of
@@ -107,13 +124,21 @@ class MultiHeadAttention(nn.Module):
         faster, and tested equal to the three projections."""
         if queries is keys and keys is values:
             weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])  # (3D, D)
-            bias = None if self.w_q.bias is None else torch.cat(
-                [self.w_q.bias, self.w_k.bias, self.w_v.bias])  # (3D,)
+            bias = (
+                None
+                if self.w_q.bias is None
+                else torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
+            )  # (3D,)
             return F.linear(queries, weight, bias).split(self.d_model, dim=-1)
         return self.w_q(queries), self.w_k(keys), self.w_v(values)
 
-    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """queries (B, Q, D), keys and values (B, K, D), bool mask broadcastable to
         (B, H, Q, K) → ``(out (B, Q, D), weights (B, H, Q, K))``."""
         self._check_inputs(queries, keys, values)
@@ -128,13 +153,14 @@ class MultiHeadAttention(nn.Module):
         v = self.split_heads(v)  # (B, H, K, D/H)
         # 2) scaled dot-product attention in every head at once: scores / √(D/H), mask,
         #    softmax, weighted sum; the one core of helpers.attention
-        heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout=self.dropout,
-                                                      training=self.training)
+        heads, weights = scaled_dot_product_attention(
+            q, k, v, mask, dropout=self.dropout, training=self.training
+        )
         # 3) merge the heads back to D features and project
         return self.w_o(self.merge_heads(heads)), weights  # (B, Q, D), (B, H, Q, K)
 
     @classmethod
-    def from_torch(cls, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
+    def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """A ``MultiHeadAttention`` holding the weights (copied) of an ``nn.MultiheadAttention``.
 
         ``mha.in_proj_weight`` (3D, D) stacks W_q, W_k, W_v; ``in_proj_bias`` (3D,) their
@@ -145,8 +171,10 @@ class MultiHeadAttention(nn.Module):
         if not isinstance(mha, nn.MultiheadAttention):
             raise ValueError(f"mha must be an nn.MultiheadAttention, got {type(mha).__name__}")
         if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
-            raise ValueError("mha must have kdim == vdim == embed_dim and neither add_bias_kv "
-                             "nor add_zero_attn; this module has no such options")
+            raise ValueError(
+                "mha must have kdim == vdim == embed_dim and neither add_bias_kv "
+                "nor add_zero_attn; this module has no such options"
+            )
         bias = mha.in_proj_bias is not None
         weight = mha.in_proj_weight
         with torch.random.fork_rng(devices=[]):  # the weights are overwritten: do not let
@@ -169,12 +197,17 @@ class MultiHeadAttention(nn.Module):
         weight = self.w_o.weight
         bias = self.w_o.bias is not None
         with torch.random.fork_rng(devices=[]):  # as in from_torch
-            mha = nn.MultiheadAttention(self.d_model, self.num_heads, dropout=self.dropout,
-                                        bias=bias, batch_first=True, device=weight.device,
-                                        dtype=weight.dtype)
+            mha = nn.MultiheadAttention(
+                self.d_model,
+                self.num_heads,
+                dropout=self.dropout,
+                bias=bias,
+                batch_first=True,
+                device=weight.device,
+                dtype=weight.dtype,
+            )
         with torch.no_grad():
-            mha.in_proj_weight.copy_(torch.cat([self.w_q.weight, self.w_k.weight,
-                                                self.w_v.weight]))
+            mha.in_proj_weight.copy_(torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight]))
             mha.out_proj.weight.copy_(weight)
             if bias:
                 mha.in_proj_bias.copy_(torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias]))

@@ -34,17 +34,21 @@ def _check_even(d_model, name: str = "d_model") -> int:
     """``d_model`` if it is a positive even integer (features come in pairs)."""
     d_model = check_int(d_model, name, minimum=1)
     if d_model % 2:
-        raise ValueError(f"{name} must be even (features come in (sin, cos) / rotation "
-                         f"pairs), got {name}={d_model}")
+        raise ValueError(
+            f"{name} must be even (features come in (sin, cos) / rotation "
+            f"pairs), got {name}={d_model}"
+        )
     return d_model
-
 
 
 def _check_dtype(dtype) -> None:
     """Raise ValueError unless ``dtype`` is a floating torch dtype (an integer table would
     round every sine and cosine to -1, 0 or 1)."""
-    require(isinstance(dtype, torch.dtype) and dtype.is_floating_point,
-            f"dtype must be a floating torch.dtype, got {dtype!r}")
+    require(
+        isinstance(dtype, torch.dtype) and dtype.is_floating_point,
+        f"dtype must be a floating torch.dtype, got {dtype!r}",
+    )
+
 
 def _frequencies(d_model: int, base: float) -> torch.Tensor:
     """ω_i = base^(−2i/D) for i = 0 … D/2 − 1, float64, shape (D/2,).
@@ -57,8 +61,9 @@ def _frequencies(d_model: int, base: float) -> torch.Tensor:
     return torch.pow(float(base), -exponents)  # (D/2,)
 
 
-def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0,
-                        dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def sinusoidal_encoding(
+    num_positions: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """The sinusoidal table of "Attention Is All You Need", shape (T, D).
 
     ``PE[t, 2i] = sin(t / base^(2i/D))`` and ``PE[t, 2i+1] = cos(t / base^(2i/D))`` for
@@ -83,8 +88,9 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0,
     return table.reshape(num_positions, d_model).to(dtype)  # (T, D): sin, cos, sin, cos, …
 
 
-def rotation_matrix(offset: float, d_model: int, base: float = 10000.0,
-                    dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def rotation_matrix(
+    offset: float, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """``M_k``, shape (D, D), with ``PE(t + k) = M_k PE(t)`` for every t (column vectors).
 
     Block-diagonal: the i-th 2×2 block, acting on the pair (sin tω_i, cos tω_i), is
@@ -110,8 +116,9 @@ def rotation_matrix(offset: float, d_model: int, base: float = 10000.0,
     return torch.block_diag(*blocks).to(dtype)  # (D, D) from D/2 blocks of (2, 2)
 
 
-def rotary_embedding(x: torch.Tensor, positions: torch.Tensor | None = None,
-                     base: float = 10000.0) -> torch.Tensor:
+def rotary_embedding(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+) -> torch.Tensor:
     """Rotary position embedding (RoPE) of queries or keys x of shape (…, T, D).
 
     Each feature pair (x_{2i}, x_{2i+1}) of the token at position t is rotated by the angle
@@ -140,8 +147,10 @@ def rotary_embedding(x: torch.Tensor, positions: torch.Tensor | None = None,
         try:
             positions = torch.as_tensor(positions)
         except (TypeError, ValueError, RuntimeError):
-            raise ValueError(f"positions must be a tensor (or list) of numbers of shape (T,) "
-                             f"or (…, T), got {type(positions).__name__}") from None
+            raise ValueError(
+                f"positions must be a tensor (or list) of numbers of shape (T,) "
+                f"or (…, T), got {type(positions).__name__}"
+            ) from None
     if positions.dtype == torch.bool or positions.is_complex():
         raise ValueError(f"positions must hold real numbers, got dtype {positions.dtype}")
     positions = positions.to(device=x.device, dtype=torch.float64)
@@ -150,8 +159,10 @@ def rotary_embedding(x: torch.Tensor, positions: torch.Tensor | None = None,
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to "
-                         f"x's (…, T) = {tuple(x.shape[:-1])}")
+        raise ValueError(
+            f"positions of shape {tuple(positions.shape)} must broadcast to "
+            f"x's (…, T) = {tuple(x.shape[:-1])}"
+        )
     if positions.numel() and not bool(torch.isfinite(positions).all()):
         raise ValueError("positions must be finite numbers, got NaN or inf")
     angles = positions[..., None] * _frequencies(d_model, base).to(x.device)  # (…, T, D/2)
@@ -165,13 +176,16 @@ def _check_input(module: nn.Module, x, max_len: int, d_model: int) -> int:
     """Return T for x of shape (…, T, D), floating, or raise ValueError."""
     check_tensor(x, "x", "(…, T, D)", ndim=range(2, 65), floating=True)
     if x.shape[-1] != d_model:
-        raise ValueError(f"x must have d_model={d_model} features in the last axis, got shape "
-                         f"{tuple(x.shape)}")
+        raise ValueError(
+            f"x must have d_model={d_model} features in the last axis, got shape {tuple(x.shape)}"
+        )
     num_positions = x.shape[-2]
     if num_positions > max_len:
-        raise ValueError(f"{type(module).__name__} holds max_len={max_len} positions, got "
-                         f"T={num_positions} (x of shape {tuple(x.shape)}); build it with a "
-                         f"larger max_len")
+        raise ValueError(
+            f"{type(module).__name__} holds max_len={max_len} positions, got "
+            f"T={num_positions} (x of shape {tuple(x.shape)}); build it with a "
+            f"larger max_len"
+        )
     return num_positions
 
 
@@ -190,8 +204,9 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.d_model = _check_even(d_model)
         self.max_len = check_int(max_len, "max_len", minimum=1)
         self.dropout = nn.Dropout(check_probability(dropout))
-        self.register_buffer("encoding", sinusoidal_encoding(self.max_len, self.d_model),
-                             persistent=False)  # (max_len, D)
+        self.register_buffer(
+            "encoding", sinusoidal_encoding(self.max_len, self.d_model), persistent=False
+        )  # (max_len, D)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}"

@@ -40,14 +40,22 @@ def _check_inputs(queries, keys, values=_NO_VALUES) -> None:
         named.append(("values", values))
     for name, tensor in named:
         letter = _SHAPES[name]
-        check_tensor(tensor, name, f"({letter}, D), (B, {letter}, D) or (B, H, {letter}, D)",
-                     ndim=(2, 3, 4), floating=True)
+        check_tensor(
+            tensor,
+            name,
+            f"({letter}, D), (B, {letter}, D) or (B, H, {letter}, D)",
+            ndim=(2, 3, 4),
+            floating=True,
+        )
         if tensor.dtype != queries.dtype:
-            raise ValueError(f"{name} must have queries' dtype {queries.dtype}, got dtype "
-                             f"{tensor.dtype}")
+            raise ValueError(
+                f"{name} must have queries' dtype {queries.dtype}, got dtype {tensor.dtype}"
+            )
     if values is not _NO_VALUES and keys.shape[-2] != values.shape[-2]:
-        raise ValueError(f"keys and values must hold the same number of keys K, got keys of "
-                         f"shape {tuple(keys.shape)} and values of shape {tuple(values.shape)}")
+        raise ValueError(
+            f"keys and values must hold the same number of keys K, got keys of "
+            f"shape {tuple(keys.shape)} and values of shape {tuple(values.shape)}"
+        )
     try:
         torch.broadcast_shapes(*(tensor.shape[:-2] for _, tensor in named))
     except RuntimeError:
@@ -55,8 +63,13 @@ def _check_inputs(queries, keys, values=_NO_VALUES) -> None:
         raise ValueError(f"the leading (batch, head) axes must broadcast, got {shapes}") from None
 
 
-def additive_scores(queries: torch.Tensor, keys: torch.Tensor, w_q: torch.Tensor,
-                    w_k: torch.Tensor, w_v: torch.Tensor) -> torch.Tensor:
+def additive_scores(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    w_q: torch.Tensor,
+    w_k: torch.Tensor,
+    w_v: torch.Tensor,
+) -> torch.Tensor:
     """Additive (Bahdanau) scores ``w_vᵀ tanh(W_q q + W_k k)`` for every query-key pair.
 
     Queries (…, Q, Dq) and keys (…, K, Dk) may have different feature sizes; both are
@@ -67,22 +80,30 @@ def additive_scores(queries: torch.Tensor, keys: torch.Tensor, w_q: torch.Tensor
     """
     check_tensor(queries, "queries", "(…, Q, Dq)", ndim=range(2, 65), floating=True)
     check_tensor(keys, "keys", "(…, K, Dk)", ndim=range(2, 65), dtype=queries.dtype)
-    check_tensor(w_q, "w_q", "(Dh, Dq)", ndim=2, dtype=queries.dtype,
-                 size={1: queries.shape[-1]})
-    check_tensor(w_k, "w_k", "(Dh, Dk)", ndim=2, dtype=queries.dtype,
-                 size={0: w_q.shape[0], 1: keys.shape[-1]})
+    check_tensor(w_q, "w_q", "(Dh, Dq)", ndim=2, dtype=queries.dtype, size={1: queries.shape[-1]})
+    check_tensor(
+        w_k,
+        "w_k",
+        "(Dh, Dk)",
+        ndim=2,
+        dtype=queries.dtype,
+        size={0: w_q.shape[0], 1: keys.shape[-1]},
+    )
     check_tensor(w_v, "w_v", "(1, Dh) or (Dh,)", ndim=(1, 2), dtype=queries.dtype)
     if w_v.numel() != w_q.shape[0] or (w_v.dim() == 2 and w_v.shape[0] != 1):
-        raise ValueError(f"w_v must have shape (1, Dh) or (Dh,) with Dh={w_q.shape[0]}, got "
-                         f"shape {tuple(w_v.shape)}")
+        raise ValueError(
+            f"w_v must have shape (1, Dh) or (Dh,) with Dh={w_q.shape[0]}, got "
+            f"shape {tuple(w_v.shape)}"
+        )
     projected_queries = nn.functional.linear(queries, w_q).unsqueeze(-2)  # (…, Q, 1, Dh)
     projected_keys = nn.functional.linear(keys, w_k).unsqueeze(-3)  # (…, 1, K, Dh)
     features = torch.tanh(projected_queries + projected_keys)  # (…, Q, K, Dh)
     return features @ w_v.reshape(-1)  # (…, Q, K)
 
 
-def bilinear_scores(queries: torch.Tensor, keys: torch.Tensor,
-                    weight: torch.Tensor) -> torch.Tensor:
+def bilinear_scores(
+    queries: torch.Tensor, keys: torch.Tensor, weight: torch.Tensor
+) -> torch.Tensor:
     """Bilinear (multiplicative, Luong "general") scores ``qᵀ W k`` for every pair.
 
     Queries (…, Q, Dq) and keys (…, K, Dk) may have different feature sizes; ``weight`` W
@@ -91,8 +112,14 @@ def bilinear_scores(queries: torch.Tensor, keys: torch.Tensor,
     """
     check_tensor(queries, "queries", "(…, Q, Dq)", ndim=range(2, 65), floating=True)
     check_tensor(keys, "keys", "(…, K, Dk)", ndim=range(2, 65), dtype=queries.dtype)
-    check_tensor(weight, "weight", "(Dq, Dk)", ndim=2, dtype=queries.dtype,
-                 size={0: queries.shape[-1], 1: keys.shape[-1]})
+    check_tensor(
+        weight,
+        "weight",
+        "(Dq, Dk)",
+        ndim=2,
+        dtype=queries.dtype,
+        size={0: queries.shape[-1], 1: keys.shape[-1]},
+    )
     return (queries @ weight) @ keys.transpose(-2, -1)  # (…, Q, Dk) @ (…, Dk, K)
 
 
@@ -115,8 +142,13 @@ class _ScoringAttention(nn.Module):
         self._check_features(queries, keys)
         return self._scores(queries, keys)
 
-    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         _check_inputs(queries, keys, values)
         self._check_features(queries, keys)
         scores = self._scores(queries, keys)  # (…, Q, K)
@@ -139,23 +171,36 @@ class DotProductAttention(_ScoringAttention):
 
     def _check_features(self, queries: torch.Tensor, keys: torch.Tensor) -> None:
         if queries.shape[-1] != keys.shape[-1]:
-            raise ValueError(f"queries and keys must have the same feature size D for "
-                             f"{type(self).__name__}, got queries of shape "
-                             f"{tuple(queries.shape)} and keys of shape {tuple(keys.shape)}; "
-                             f"for different sizes use AdditiveAttention or BilinearAttention")
+            raise ValueError(
+                f"queries and keys must have the same feature size D for "
+                f"{type(self).__name__}, got queries of shape "
+                f"{tuple(queries.shape)} and keys of shape {tuple(keys.shape)}; "
+                f"for different sizes use AdditiveAttention or BilinearAttention"
+            )
 
     def _scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         scores = queries @ keys.transpose(-2, -1)  # (…, Q, K)
         scale = self._scale(queries)
         return scores if scale == 1.0 else scores * scale
 
-    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         _check_inputs(queries, keys, values)
         self._check_features(queries, keys)
-        return scaled_dot_product_attention(queries, keys, values, mask,
-                                            scale=self._scale(queries), dropout=self.dropout,
-                                            training=self.training)
+        return scaled_dot_product_attention(
+            queries,
+            keys,
+            values,
+            mask,
+            scale=self._scale(queries),
+            dropout=self.dropout,
+            training=self.training,
+        )
 
 
 class ScaledDotProductAttention(DotProductAttention):
@@ -193,8 +238,10 @@ class AdditiveAttention(_ScoringAttention):
         self.w_v = nn.Linear(self.hidden_dim, 1, bias=False)
 
     def extra_repr(self) -> str:
-        return (f"query_dim={self.query_dim}, key_dim={self.key_dim}, "
-                f"hidden_dim={self.hidden_dim}, dropout={self.dropout}")
+        return (
+            f"query_dim={self.query_dim}, key_dim={self.key_dim}, "
+            f"hidden_dim={self.hidden_dim}, dropout={self.dropout}"
+        )
 
     def _check_features(self, queries: torch.Tensor, keys: torch.Tensor) -> None:
         _check_sizes(self, queries, keys, self.w_q.weight.dtype)
@@ -236,8 +283,12 @@ def _check_sizes(module, queries: torch.Tensor, keys: torch.Tensor, dtype: torch
     for name, tensor, size_name in (("queries", queries, "query_dim"), ("keys", keys, "key_dim")):
         size = getattr(module, size_name)
         if tensor.shape[-1] != size:
-            raise ValueError(f"{name} must have {size_name}={size} features in the last axis "
-                             f"for this {type(module).__name__}, got shape {tuple(tensor.shape)}")
+            raise ValueError(
+                f"{name} must have {size_name}={size} features in the last axis "
+                f"for this {type(module).__name__}, got shape {tuple(tensor.shape)}"
+            )
         if tensor.dtype != dtype:
-            raise ValueError(f"{name} must have the parameters' dtype {dtype}, got dtype "
-                             f"{tensor.dtype}; convert the module (e.g. .double()) or the input")
+            raise ValueError(
+                f"{name} must have the parameters' dtype {dtype}, got dtype "
+                f"{tensor.dtype}; convert the module (e.g. .double()) or the input"
+            )

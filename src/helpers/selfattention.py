@@ -53,13 +53,20 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         d_model = self.w_q.in_features
-        check_tensor(x, "x", f"(B, T, {d_model}) or (T, {d_model})", ndim=(2, 3),
-                     dtype=self.w_q.weight.dtype, size={-1: d_model})
+        check_tensor(
+            x,
+            "x",
+            f"(B, T, {d_model}) or (T, {d_model})",
+            ndim=(2, 3),
+            dtype=self.w_q.weight.dtype,
+            size={-1: d_model},
+        )
         return scaled_dot_product_attention(self.w_q(x), self.w_k(x), self.w_v(x), mask)
 
 
-def windowed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                       window: int) -> tuple[torch.Tensor, torch.Tensor]:
+def windowed_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product self-attention under :func:`helpers.masks.band_mask`, computing
     only the band.
 
@@ -80,20 +87,26 @@ def windowed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         w' = min(w, T - 1) (and w' = 0 when T = 0).
     """
     window = check_int(window, "window")
-    for name, tensor, shape in (("q", q, "(…, T, D)"), ("k", k, "(…, T, D)"),
-                                ("v", v, "(…, T, Dv)")):
+    for name, tensor, shape in (
+        ("q", q, "(…, T, D)"),
+        ("k", k, "(…, T, D)"),
+        ("v", v, "(…, T, Dv)"),
+    ):
         check_tensor(tensor, name, shape, ndim=_ANY_RANK_FROM_2, floating=True)
     if not q.dtype == k.dtype == v.dtype:
-        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and "
-                         f"{v.dtype}")
+        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
     if not (q.shape[-2] == k.shape[-2] == v.shape[-2]) or q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q, k and v must hold the same T positions and q, k the same D, got "
-                         f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        raise ValueError(
+            f"q, k and v must hold the same T positions and q, k the same D, got "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
     try:
         lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
-        raise ValueError(f"the leading (batch, head) axes of q {tuple(q.shape)}, "
-                         f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast") from None
+        raise ValueError(
+            f"the leading (batch, head) axes of q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast"
+        ) from None
     num_positions = q.shape[-2]
     window = min(window, max(num_positions - 1, 0))
     width = 2 * window + 1

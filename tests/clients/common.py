@@ -24,8 +24,15 @@ COLAB_VENV = ROOT / ".venv-colab"
 COLAB_PYTHON = COLAB_VENV / "bin" / "python"
 SHOTS = ROOT / "_build" / "screenshots" / "clients"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
@@ -58,8 +65,9 @@ def colab_venv_lock():
 def checkout_copy(dest: Path) -> Path:
     """The files pip needs to install the helpers from this checkout, copied to ``dest``
     (building in place would leave build files in the working tree)."""
-    shutil.copytree(ROOT / "src", dest / "src",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, dest / name)
     return dest
@@ -72,12 +80,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def jupyter_server(argv: list[str], *, cwd: Path, env: dict, port: int, log: Path,
-                   timeout: float = 90):
+def jupyter_server(
+    argv: list[str], *, cwd: Path, env: dict, port: int, log: Path, timeout: float = 90
+):
     """Start a Jupyter server (``argv`` must bind 127.0.0.1:``port``); yield its base URL."""
     with open(log, "w") as out:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + timeout
@@ -87,10 +97,11 @@ def jupyter_server(argv: list[str], *, cwd: Path, env: dict, port: int, log: Pat
                 try:
                     urllib.request.urlopen(url + "/api", timeout=2).read()
                     break
-                except OSError:
+                except OSError as error:
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"no server after {timeout} s:\n"
-                                           f"{log.read_text()[-3000:]}")
+                        raise RuntimeError(
+                            f"no server after {timeout} s:\n{log.read_text()[-3000:]}"
+                        ) from error
                     time.sleep(0.5)
             yield url
         finally:
@@ -109,6 +120,7 @@ def chromium():
     if not CHROMIUM.exists():
         unavailable(f"{CHROMIUM} not found: apt-get install chromium")
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
         try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
-from typing import Iterator
+from collections.abc import Iterator
 
 import matplotlib.pyplot as plt
 from matplotlib import text as mtext
@@ -25,8 +25,17 @@ from PIL import Image
 
 from helpers.checks import check_real
 
-__all__ = ["DEFAULT_DPI", "MIN_TEXT_PX", "PIXEL_RATIO", "css_size", "drawn_font_sizes",
-           "figure_to_png", "figure_words", "png_data_url", "smallest_text_px"]
+__all__ = [
+    "DEFAULT_DPI",
+    "MIN_TEXT_PX",
+    "PIXEL_RATIO",
+    "css_size",
+    "drawn_font_sizes",
+    "figure_to_png",
+    "figure_words",
+    "png_data_url",
+    "smallest_text_px",
+]
 
 #: CSS pixels per inch a frame is shown at: a 4.4-inch heatmap is 352 CSS px wide, and
 #: 10-point text is 11 CSS px tall (at least :data:`MIN_TEXT_PX`).
@@ -77,8 +86,9 @@ def smallest_text_px(fig, dpi: float | None = None) -> float:
     return min(sizes, default=float("inf")) * dpi / 72
 
 
-def figure_to_png(fig, *, dpi: float = DEFAULT_DPI, pixel_ratio: int = 1,
-                  colors: int = 256) -> bytes:
+def figure_to_png(
+    fig, *, dpi: float = DEFAULT_DPI, pixel_ratio: int = 1, colors: int = 256
+) -> bytes:
     """Render ``fig`` to PNG bytes, quantised to a ``colors`` palette, and close it.
 
     ``dpi`` is the resolution the figure is *shown* at, in CSS pixels per inch; the PNG holds
@@ -106,11 +116,13 @@ def figure_to_png(fig, *, dpi: float = DEFAULT_DPI, pixel_ratio: int = 1,
         raise ValueError(
             f"the figure's smallest text is {smallest:.1f} px at dpi={dpi} ({min(sizes):g} pt); "
             f"a frame needs at least {MIN_TEXT_PX:g} px to be readable on a phone, where it is "
-            f"shown at its natural size: raise the font size or the dpi")
+            f"shown at its natural size: raise the font size or the dpi"
+        )
     raw.seek(0)
     with Image.open(raw) as image:
         paletted = image.convert("RGB").quantize(
-            colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+            colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+        )
     out = io.BytesIO()
     paletted.save(out, format="PNG", optimize=True)
     return out.getvalue()
@@ -141,8 +153,9 @@ def figure_words(fig) -> str:
     for ax in fig.axes:
         if ax.get_label() == "<colorbar>":
             continue
-        title = " ".join(t for t in (ax.get_title("left"), ax.get_title(),
-                                     ax.get_title("right")) if t)
+        title = " ".join(
+            t for t in (ax.get_title("left"), ax.get_title(), ax.get_title("right")) if t
+        )
         xlabel, ylabel = ax.get_xlabel(), ax.get_ylabel()
         axes = f"{ylabel} against {xlabel}" if xlabel and ylabel else (xlabel or ylabel)
         text = " ".join(w for w in (title or "a plot", f"({axes})" if axes else "") if w)

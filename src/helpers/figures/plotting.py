@@ -9,7 +9,7 @@ Arguments are checked before any figure is made.
 from __future__ import annotations
 
 import contextlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -42,15 +42,18 @@ def to_numpy(matrix) -> np.ndarray:
             raise ValueError(f"matrix must hold real numbers, got dtype {matrix.dtype}")
         return matrix.detach().cpu().to(torch.float64).numpy()
     if isinstance(matrix, (str, bytes)) or matrix is None:
-        raise ValueError(f"matrix must be a tensor, an array or a nested list of numbers, "
-                         f"got {describe(matrix)}")
+        raise ValueError(
+            f"matrix must be a tensor, an array or a nested list of numbers, got {describe(matrix)}"
+        )
     try:
         array = np.asarray(matrix)
         if not np.iscomplexobj(array):
             return array.astype(np.float64)
     except (TypeError, ValueError, RuntimeError):  # RuntimeError: a list of grad tensors
-        raise ValueError(f"matrix must be a tensor, an array or a nested list of numbers "
-                         f"(rows of equal length), got {describe(matrix)}") from None
+        raise ValueError(
+            f"matrix must be a tensor, an array or a nested list of numbers "
+            f"(rows of equal length), got {describe(matrix)}"
+        ) from None
     raise ValueError(f"matrix must hold real numbers, got {describe(matrix)}")
 
 
@@ -77,8 +80,10 @@ def _check_limits(vmin, vmax) -> tuple[float | None, float | None]:
 
 
 def _check_axes(ax) -> None:
-    require(ax is None or isinstance(ax, matplotlib.axes.Axes),
-            f"ax must be a matplotlib Axes or None, got {describe(ax)}")
+    require(
+        ax is None or isinstance(ax, matplotlib.axes.Axes),
+        f"ax must be a matplotlib Axes or None, got {describe(ax)}",
+    )
 
 
 def heatmap(
@@ -119,10 +124,13 @@ def heatmap(
         raise ValueError(f"matrix must be 2-D (Q, K), got shape {tuple(data.shape)}")
     vmin, vmax = _check_limits(vmin, vmax)
     _check_axes(ax)
-    require(isinstance(fmt, str), f"fmt must be a format string such as '{{:.2f}}', "
-                                  f"got {describe(fmt)}")
-    for labels, size, name in ((xticklabels, data.shape[1], "xticklabels: one per column"),
-                               (yticklabels, data.shape[0], "yticklabels: one per row")):
+    require(
+        isinstance(fmt, str), f"fmt must be a format string such as '{{:.2f}}', got {describe(fmt)}"
+    )
+    for labels, size, name in (
+        (xticklabels, data.shape[1], "xticklabels: one per column"),
+        (yticklabels, data.shape[0], "yticklabels: one per row"),
+    ):
         if labels is not None and len(labels) != size:
             raise ValueError(f"{name} ({size}) needed, got {len(labels)} labels")
     created = None
@@ -130,8 +138,9 @@ def heatmap(
         created, ax = plt.subplots(figsize=(4.2, 3.4))
     fig = ax.figure
     with _closed_on_error(created):
-        image = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
-                          interpolation="nearest")
+        image = ax.imshow(
+            data, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest"
+        )
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         if title:
@@ -143,8 +152,15 @@ def heatmap(
         if annotate:
             threshold = (np.nanmax(data) + np.nanmin(data)) / 2
             for (i, j), value in np.ndenumerate(data):
-                ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize="small",
-                        color="black" if value > threshold else "white")
+                ax.text(
+                    j,
+                    i,
+                    fmt.format(value),
+                    ha="center",
+                    va="center",
+                    fontsize="small",
+                    color="black" if value > threshold else "white",
+                )
         if colorbar:
             fig.colorbar(image, ax=ax, shrink=0.85)
     return fig
@@ -181,7 +197,8 @@ def show_heatmaps(
             array = array[None]
         if array.ndim != 4:
             raise ValueError(
-                f"grid must be 3-D (C, Q, K) or 4-D (R, C, Q, K), got shape {array.shape}")
+                f"grid must be 3-D (C, Q, K) or 4-D (R, C, Q, K), got shape {array.shape}"
+            )
         rows = [[array[r, c] for c in range(array.shape[1])] for r in range(array.shape[0])]
     else:
         rows = list(grid)
@@ -193,8 +210,9 @@ def show_heatmaps(
     for r, row in enumerate(rows):
         for c, m in enumerate(row):
             if m.ndim != 2:
-                raise ValueError(f"grid[{r}][{c}] must be a 2-D (Q, K) matrix, got shape "
-                                 f"{tuple(m.shape)}")
+                raise ValueError(
+                    f"grid[{r}][{c}] must be a 2-D (Q, K) matrix, got shape {tuple(m.shape)}"
+                )
             if m.size == 0:
                 raise ValueError(f"grid[{r}][{c}] must not be empty, got shape {m.shape}")
     vmin, vmax = _check_limits(vmin, vmax)
@@ -205,10 +223,13 @@ def show_heatmaps(
         vmax = max(float(np.nanmax(m)) for row in rows for m in row)
     figsize = figsize or (2.6 * num_cols + 0.8, 2.4 * num_rows)
     if titles is not None and ([len(t) for t in titles] != [len(row) for row in rows]):
-        raise ValueError(f"titles must be nested like grid, {[len(row) for row in rows]} per "
-                         f"row, got {[len(t) for t in titles]}")
-    fig, axes = plt.subplots(num_rows, num_cols, figsize=figsize, squeeze=False,
-                             sharex=True, sharey=True)
+        raise ValueError(
+            f"titles must be nested like grid, {[len(row) for row in rows]} per "
+            f"row, got {[len(t) for t in titles]}"
+        )
+    fig, axes = plt.subplots(
+        num_rows, num_cols, figsize=figsize, squeeze=False, sharex=True, sharey=True
+    )
     with _closed_on_error(fig):
         image = None
         for r, row in enumerate(rows):
@@ -217,8 +238,9 @@ def show_heatmaps(
                 if c >= len(row):
                     ax.axis("off")
                     continue
-                image = ax.imshow(row[c], cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
-                                  interpolation="nearest")
+                image = ax.imshow(
+                    row[c], cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest"
+                )
                 if r == num_rows - 1:
                     ax.set_xlabel(xlabel)
                 if c == 0:
@@ -229,8 +251,9 @@ def show_heatmaps(
     return fig
 
 
-def multihead_diagram(num_heads: int = 3, ax: matplotlib.axes.Axes | None = None
-                      ) -> matplotlib.figure.Figure:
+def multihead_diagram(
+    num_heads: int = 3, ax: matplotlib.axes.Axes | None = None
+) -> matplotlib.figure.Figure:
     """Draw multi-head attention as a block diagram: Q, K, V → H heads → concat → W^O.
 
     Each of the ``num_heads`` (H) heads is one box holding its own projections
@@ -255,17 +278,32 @@ def multihead_diagram(num_heads: int = 3, ax: matplotlib.axes.Axes | None = None
     ax.axis("off")
 
     def box(x, y, width, box_height, text, colour):
-        ax.add_patch(matplotlib.patches.FancyBboxPatch(
-            (x, y), width, box_height, boxstyle="round,pad=0.04", facecolor=colour,
-            edgecolor="0.3"))
+        ax.add_patch(
+            matplotlib.patches.FancyBboxPatch(
+                (x, y),
+                width,
+                box_height,
+                boxstyle="round,pad=0.04",
+                facecolor=colour,
+                edgecolor="0.3",
+            )
+        )
         ax.text(x + width / 2, y + box_height / 2, text, ha="center", va="center", fontsize=8)
 
     def arrow(start, end, label=None):
-        ax.annotate("", xy=end, xytext=start,
-                    arrowprops={"arrowstyle": "->", "color": "0.3", "lw": 1.2})
+        ax.annotate(
+            "", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": "0.3", "lw": 1.2}
+        )
         if label:
-            ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.08, label,
-                    ha="center", va="bottom", fontsize=7, color="0.25")
+            ax.text(
+                (start[0] + end[0]) / 2,
+                (start[1] + end[1]) / 2 + 0.08,
+                label,
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="0.25",
+            )
 
     middle = height / 2
     box(0.1, middle - 0.5, 1.5, 1.0, "queries Q\nkeys K\nvalues V\n(…, D)", "#e8e8e8")
@@ -274,8 +312,15 @@ def multihead_diagram(num_heads: int = 3, ax: matplotlib.axes.Axes | None = None
     box(9.75, middle - 0.35, 1.0, 0.7, "output\n(…, D)", "#e8e8e8")
     for i in range(num_heads):
         y = height - 1.2 * (i + 1) + 0.2
-        box(2.3, y, 3.5, 0.8, f"head {i + 1}: $W_{i + 1}^Q, W_{i + 1}^K, W_{i + 1}^V$ (D → D/H)"
-            "\nscaled dot-product attention", "#e3f1df")
+        box(
+            2.3,
+            y,
+            3.5,
+            0.8,
+            f"head {i + 1}: $W_{i + 1}^Q, W_{i + 1}^K, W_{i + 1}^V$ (D → D/H)"
+            "\nscaled dot-product attention",
+            "#e3f1df",
+        )
         arrow((1.65, middle), (2.25, y + 0.4))
         arrow((5.85, y + 0.4), (6.7, y + 0.4), "(…, D/H)")
     arrow((7.8, middle), (8.25, middle))
@@ -283,10 +328,16 @@ def multihead_diagram(num_heads: int = 3, ax: matplotlib.axes.Axes | None = None
     return fig
 
 
-def plot_decision_boundary(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
-                           ax: matplotlib.axes.Axes | None = None, *, resolution: int = 100,
-                           title: str | None = None,
-                           colorbar: bool = True) -> matplotlib.figure.Figure:
+def plot_decision_boundary(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    ax: matplotlib.axes.Axes | None = None,
+    *,
+    resolution: int = 100,
+    title: str | None = None,
+    colorbar: bool = True,
+) -> matplotlib.figure.Figure:
     """Shade P(class 1) over the plane, draw the 0.5 contour and the labelled points.
 
     Args:
@@ -304,8 +355,10 @@ def plot_decision_boundary(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     check_shape(x, (None, 2))
     check_tensor(y, "y", "(N,)")
     check_shape(y, (x.shape[0],))
-    require(not y.is_complex() and bool(((y == 0) | (y == 1)).all()),
-            "y must hold the labels 0 and 1 only")
+    require(
+        not y.is_complex() and bool(((y == 0) | (y == 1)).all()),
+        "y must hold the labels 0 and 1 only",
+    )
     resolution = check_int(resolution, "resolution", 1)
     _check_axes(ax)
     xx, yy, probs = decision_grid(model, x, resolution)  # checks the model and x
@@ -313,16 +366,24 @@ def plot_decision_boundary(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     if ax is None:
         created, ax = plt.subplots(figsize=(4.5, 3.6))
     with _closed_on_error(created):
-        shading = ax.contourf(xx, yy, probs, levels=torch.linspace(0, 1, 11).tolist(),
-                              cmap="viridis", alpha=0.75)
+        shading = ax.contourf(
+            xx, yy, probs, levels=torch.linspace(0, 1, 11).tolist(), cmap="viridis", alpha=0.75
+        )
         if 0 < probs.min() < 0.5 < probs.max():
             ax.contour(xx, yy, probs, levels=[0.5], colors="white", linewidths=2)
         # class 0 lies on the dark end of viridis, class 1 on the bright end
-        for label, marker, face, edge in ((0, "o", "white", "black"),
-                                          (1, "^", "black", "white")):
+        for label, marker, face, edge in ((0, "o", "white", "black"), (1, "^", "black", "white")):
             points = x[y == label]
-            ax.scatter(points[:, 0], points[:, 1], s=16, marker=marker, c=face,
-                       edgecolors=edge, linewidths=0.5, label=f"class {label}")
+            ax.scatter(
+                points[:, 0],
+                points[:, 1],
+                s=16,
+                marker=marker,
+                c=face,
+                edgecolors=edge,
+                linewidths=0.5,
+                label=f"class {label}",
+            )
         ax.set_xlabel("$x_1$")
         ax.set_ylabel("$x_2$")
         if title:

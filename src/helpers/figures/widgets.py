@@ -24,14 +24,20 @@ from __future__ import annotations
 
 import base64
 import html
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 
-from helpers.figures.frames import (DEFAULT_DPI, PIXEL_RATIO, css_size, figure_to_png,
-                                    figure_words, png_data_url)
+from helpers.figures.frames import (
+    DEFAULT_DPI,
+    PIXEL_RATIO,
+    css_size,
+    figure_to_png,
+    figure_words,
+    png_data_url,
+)
 from helpers.figures.plotting import heatmap, to_numpy
 
 __all__ = [
@@ -44,8 +50,9 @@ __all__ = [
 ]
 
 # The label's tooltip trait: ``tooltip`` on ipywidgets 8, ``description_tooltip`` on 7.
-_TOOLTIP = ("tooltip" if "tooltip" in widgets.SelectionSlider.class_trait_names()
-            else "description_tooltip")
+_TOOLTIP = (
+    "tooltip" if "tooltip" in widgets.SelectionSlider.class_trait_names() else "description_tooltip"
+)
 
 #: True when the installed ipywidgets (8 or newer) has ``Stack``: frames are switched by a
 #: jslink in the browser, with no kernel. False on ipywidgets 7 (Colab): the kernel swaps
@@ -60,8 +67,9 @@ class LiveFigure(widgets.VBox):
     parameter values, so tests and chapters can inspect what the widget will show.
     """
 
-    def __init__(self, children, *, frames, values, descriptions, alts, first_frame,
-                 pixel_ratio=1, **kwargs):
+    def __init__(
+        self, children, *, frames, values, descriptions, alts, first_frame, pixel_ratio=1, **kwargs
+    ):
         super().__init__(children=children, **kwargs)
         self.pixel_ratio = pixel_ratio  # PNG pixels per CSS pixel of every frame
         self.frames = frames
@@ -115,9 +123,13 @@ def _frame(png: bytes, alt: str, pixel_ratio: int) -> widgets.HTML:
     # over pixel_ratio), so the page does not reflow while it loads; CSS scales it down to
     # the column on a wide screen.
     width, height = css_size(png, pixel_ratio)
-    return widgets.HTML(value=(f'<img src="{png_data_url(png)}" alt="{html.escape(alt)}" '
-                               f'width="{width}" height="{height}" class="live-frame" '
-                               'style="max-width: 100%; height: auto">'))
+    return widgets.HTML(
+        value=(
+            f'<img src="{png_data_url(png)}" alt="{html.escape(alt)}" '
+            f'width="{width}" height="{height}" class="live-frame" '
+            'style="max-width: 100%; height: auto">'
+        )
+    )
 
 
 def _kernel_image(png: bytes, pixel_ratio: int) -> widgets.Image:
@@ -125,8 +137,12 @@ def _kernel_image(png: bytes, pixel_ratio: int) -> widgets.Image:
     # bytes (not a data: URL) keep each message small; the view keeps its <img> element,
     # so the old frame stays on screen until the new one has loaded.
     width, _ = css_size(png, pixel_ratio)
-    return widgets.Image(value=png, format="png", width=str(width),
-                         layout=widgets.Layout(max_width="100%", height="auto"))
+    return widgets.Image(
+        value=png,
+        format="png",
+        width=str(width),
+        layout=widgets.Layout(max_width="100%", height="auto"),
+    )
 
 
 def _slider(values, description, fmt, initial) -> widgets.SelectionSlider:
@@ -174,18 +190,27 @@ def slider_figure(
         alts.append(f"{figure_words(fig)}, at {description} = {label}")
         frames.append(figure_to_png(fig, dpi=dpi, pixel_ratio=pixel_ratio))
     if KERNEL_FREE:
-        shown = widgets.Stack(children=[_frame(f, a, pixel_ratio) for f, a in zip(frames, alts)],
-                              selected_index=slider.index)
+        shown = widgets.Stack(
+            children=[_frame(f, a, pixel_ratio) for f, a in zip(frames, alts)],
+            selected_index=slider.index,
+        )
         widgets.jslink((slider, "index"), (shown, "selected_index"))
     else:
         shown = _kernel_image(frames[slider.index], pixel_ratio)
 
         def show(change):
             shown.value = frames[change["new"]]
+
         slider.observe(show, names="index")
-    return LiveFigure([slider, shown], frames=frames, values=[list(values)],
-                      descriptions=[description], alts=alts, first_frame=frames[slider.index],
-                      pixel_ratio=pixel_ratio)
+    return LiveFigure(
+        [slider, shown],
+        frames=frames,
+        values=[list(values)],
+        descriptions=[description],
+        alts=alts,
+        first_frame=frames[slider.index],
+        pixel_ratio=pixel_ratio,
+    )
 
 
 def slider_figure_2d(
@@ -215,8 +240,10 @@ def slider_figure_2d(
         frames.append([]), alts.append([])
         for b, label_b in zip(values_b, labels_b):
             fig = render(a, b)
-            alts[-1].append(f"{figure_words(fig)}, at {descriptions[0]} = {label_a} and "
-                            f"{descriptions[1]} = {label_b}")
+            alts[-1].append(
+                f"{figure_words(fig)}, at {descriptions[0]} = {label_a} and "
+                f"{descriptions[1]} = {label_b}"
+            )
             frames[-1].append(figure_to_png(fig, dpi=dpi, pixel_ratio=pixel_ratio))
     first_frame = frames[slider_a.index][slider_b.index]
     if not KERNEL_FREE:
@@ -224,24 +251,37 @@ def slider_figure_2d(
 
         def show(change):
             shown.value = frames[slider_a.index][slider_b.index]
+
         slider_a.observe(show, names="index")
         slider_b.observe(show, names="index")
-        return LiveFigure([slider_a, slider_b, shown], frames=frames,
-                          values=[list(values_a), list(values_b)],
-                          descriptions=list(descriptions), alts=alts, first_frame=first_frame,
-                          pixel_ratio=pixel_ratio)
+        return LiveFigure(
+            [slider_a, slider_b, shown],
+            frames=frames,
+            values=[list(values_a), list(values_b)],
+            descriptions=list(descriptions),
+            alts=alts,
+            first_frame=first_frame,
+            pixel_ratio=pixel_ratio,
+        )
     inner = []
     for row, row_alts in zip(frames, alts):
-        stack = widgets.Stack(children=[_frame(f, a, pixel_ratio) for f, a in zip(row, row_alts)],
-                              selected_index=slider_b.index)
+        stack = widgets.Stack(
+            children=[_frame(f, a, pixel_ratio) for f, a in zip(row, row_alts)],
+            selected_index=slider_b.index,
+        )
         widgets.jslink((slider_b, "index"), (stack, "selected_index"))
         inner.append(stack)
     outer = widgets.Stack(children=inner, selected_index=slider_a.index)
     widgets.jslink((slider_a, "index"), (outer, "selected_index"))
-    return LiveFigure([slider_a, slider_b, outer], frames=frames,
-                      values=[list(values_a), list(values_b)],
-                      descriptions=list(descriptions), alts=alts, first_frame=first_frame,
-                          pixel_ratio=pixel_ratio)
+    return LiveFigure(
+        [slider_a, slider_b, outer],
+        frames=frames,
+        values=[list(values_a), list(values_b)],
+        descriptions=list(descriptions),
+        alts=alts,
+        first_frame=first_frame,
+        pixel_ratio=pixel_ratio,
+    )
 
 
 def _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize):
@@ -254,6 +294,7 @@ def _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize):
         heatmap(matrix_of(*params), ax=ax, vmax=vmax, **heatmap_kwargs)
         fig.tight_layout()
         return fig
+
     return render
 
 
@@ -261,8 +302,7 @@ def _matrices(matrices, values_list):
     """Evaluate every matrix once (for the shared colour scale) and return a lookup."""
     for values in values_list:
         if len(values) == 0:
-            raise ValueError("values must hold at least one parameter value, "
-                             "got an empty sequence")
+            raise ValueError("values must hold at least one parameter value, got an empty sequence")
     if callable(matrices):
         table = {}
         grid = np.array(np.meshgrid(*[range(len(v)) for v in values_list], indexing="ij"))
@@ -273,8 +313,10 @@ def _matrices(matrices, values_list):
     if len(values_list) != 1:
         raise ValueError("matrices must be a function of both parameters for a 2-D slider")
     if len(matrices) != len(values_list[0]):
-        raise ValueError(f"matrices holds {len(matrices)} matrices but values holds "
-                         f"{len(values_list[0])}; need one matrix per value")
+        raise ValueError(
+            f"matrices holds {len(matrices)} matrices but values holds "
+            f"{len(values_list[0])}; need one matrix per value"
+        )
     return {(i,): to_numpy(m) for i, m in enumerate(matrices)}
 
 
@@ -323,8 +365,15 @@ def slider_heatmap(
         return table[(i,)]
 
     render = _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize)
-    return slider_figure(render, values, description=description, fmt=fmt,
-                         initial=initial, dpi=dpi, pixel_ratio=pixel_ratio)
+    return slider_figure(
+        render,
+        values,
+        description=description,
+        fmt=fmt,
+        initial=initial,
+        dpi=dpi,
+        pixel_ratio=pixel_ratio,
+    )
 
 
 def slider_heatmap_2d(
@@ -355,8 +404,16 @@ def slider_heatmap_2d(
         return table[(a_index[a], b_index[b])]
 
     render = _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize)
-    return slider_figure_2d(render, values_a, values_b, descriptions=descriptions,
-                            fmts=fmts, initial=initial, dpi=dpi, pixel_ratio=pixel_ratio)
+    return slider_figure_2d(
+        render,
+        values_a,
+        values_b,
+        descriptions=descriptions,
+        fmts=fmts,
+        initial=initial,
+        dpi=dpi,
+        pixel_ratio=pixel_ratio,
+    )
 
 
 def _hashable(values) -> bool:

@@ -9,21 +9,29 @@ Shape letters: N examples, R grid points per axis.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from helpers.checks import check_int, check_real, check_shape, check_tensor, describe, require
 
-__all__ = ["two_moons", "two_circles", "train_full_batch", "class1_probability", "accuracy",
-           "decision_grid"]
+__all__ = [
+    "two_moons",
+    "two_circles",
+    "train_full_batch",
+    "class1_probability",
+    "accuracy",
+    "decision_grid",
+]
 
 
 # --- data -----------------------------------------------------------------------------------
 
-def two_moons(num_points: int = 200, *, noise: float = 0.1,
-              seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+
+def two_moons(
+    num_points: int = 200, *, noise: float = 0.1, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Two interleaving half circles: inputs (N, 2) float32, labels (N,) int64 in {0, 1}.
 
     Args:
@@ -47,8 +55,9 @@ def two_moons(num_points: int = 200, *, noise: float = 0.1,
     return x[perm], y[perm]
 
 
-def two_circles(num_points: int = 200, *, noise: float = 0.05, factor: float = 0.5,
-                seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def two_circles(
+    num_points: int = 200, *, noise: float = 0.05, factor: float = 0.5, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """An inner circle (label 1) inside an outer one (label 0): (N, 2) and (N,).
 
     Args:
@@ -59,8 +68,9 @@ def two_circles(num_points: int = 200, *, noise: float = 0.05, factor: float = 0
     """
     num_points = check_int(num_points, "num_points", 2)
     check_real(noise, "noise", minimum=0)
-    check_real(factor, "factor", minimum=0, maximum=1, exclusive_minimum=True,
-               exclusive_maximum=True)
+    check_real(
+        factor, "factor", minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True
+    )
     seed = check_int(seed, "seed")
     gen = torch.Generator().manual_seed(seed)
     n0 = num_points // 2
@@ -76,9 +86,17 @@ def two_circles(num_points: int = 200, *, noise: float = 0.05, factor: float = 0
 
 # --- training -------------------------------------------------------------------------------
 
-def train_full_batch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable,
-                     steps: int, lr: float, optimizer: str = "adam",
-                     callback: Callable[[int, nn.Module], None] | None = None) -> list[float]:
+
+def train_full_batch(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: Callable,
+    steps: int,
+    lr: float,
+    optimizer: str = "adam",
+    callback: Callable[[int, nn.Module], None] | None = None,
+) -> list[float]:
     """Train ``model`` on the whole data set at every step; return the loss of every step.
 
     Nothing random happens inside (no shuffling, no dropout draws unless the model has
@@ -107,17 +125,23 @@ def train_full_batch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn
     steps = check_int(steps, "steps", 1)
     lr = check_real(lr, "lr", minimum=0, exclusive_minimum=True)
     optimizers = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
-    require(isinstance(optimizer, str) and optimizer in optimizers,
-            f"optimizer must be one of {sorted(optimizers)}, got {optimizer!r}")
-    require(callback is None or callable(callback),
-            f"callback must be callable or None, got {describe(callback)}")
+    require(
+        isinstance(optimizer, str) and optimizer in optimizers,
+        f"optimizer must be one of {sorted(optimizers)}, got {optimizer!r}",
+    )
+    require(
+        callback is None or callable(callback),
+        f"callback must be callable or None, got {describe(callback)}",
+    )
     opt = optimizers[optimizer](parameters, lr=lr)
     losses = []
     for step in range(1, steps + 1):
         opt.zero_grad()
         loss = loss_fn(model(x), y)
-        require(isinstance(loss, torch.Tensor) and loss.dim() == 0,
-                f"loss_fn must return a scalar (0-d) tensor, got {describe(loss)}")
+        require(
+            isinstance(loss, torch.Tensor) and loss.dim() == 0,
+            f"loss_fn must return a scalar (0-d) tensor, got {describe(loss)}",
+        )
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -128,19 +152,21 @@ def train_full_batch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn
 
 # --- binary classification: probabilities, accuracy, decision grid --------------------------
 
+
 def class1_probability(logits: torch.Tensor) -> torch.Tensor:
     """P(class 1) from floating logits (N, 1) (sigmoid) or (N, 2) (softmax); returns (N,)."""
     check_tensor(logits, "logits", "(N, 1) or (N, 2)", floating=True)
-    require(logits.ndim == 2 and logits.shape[1] in (1, 2),
-            f"logits must have shape (N, 1) or (N, 2), got {tuple(logits.shape)}")
+    require(
+        logits.ndim == 2 and logits.shape[1] in (1, 2),
+        f"logits must have shape (N, 1) or (N, 2), got {tuple(logits.shape)}",
+    )
     if logits.shape[1] == 1:
         return torch.sigmoid(logits[:, 0])
     return torch.softmax(logits, dim=1)[:, 1]
 
 
 def _check_model(model) -> None:
-    require(callable(model), f"model must be callable (e.g. an nn.Module), "
-                             f"got {describe(model)}")
+    require(callable(model), f"model must be callable (e.g. an nn.Module), got {describe(model)}")
 
 
 @torch.no_grad()
@@ -157,15 +183,18 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     check_tensor(y, "y", "(N,)")
     check_shape(y, (x.shape[0],))
     require(x.shape[0] > 0, "accuracy needs at least one example, got N=0")
-    require(not y.is_complex() and bool(((y == 0) | (y == 1)).all()),
-            f"y must hold the labels 0 and 1 only, got values {sorted(set(y.tolist()))[:5]}")
+    require(
+        not y.is_complex() and bool(((y == 0) | (y == 1)).all()),
+        f"y must hold the labels 0 and 1 only, got values {sorted(set(y.tolist()))[:5]}",
+    )
     predicted = (class1_probability(model(x)) > 0.5).long()
     return (predicted == y.long()).float().mean().item()
 
 
 @torch.no_grad()
-def decision_grid(model: nn.Module, x: torch.Tensor, resolution: int = 100,
-                  margin: float = 0.5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def decision_grid(
+    model: nn.Module, x: torch.Tensor, resolution: int = 100, margin: float = 0.5
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Evaluate a binary classifier on a grid covering the points x (N, 2).
 
     Args:
@@ -186,8 +215,11 @@ def decision_grid(model: nn.Module, x: torch.Tensor, resolution: int = 100,
     resolution = check_int(resolution, "resolution", 1)
     check_real(margin, "margin", minimum=0)
     low, high = x.min(dim=0).values - margin, x.max(dim=0).values + margin
-    xx, yy = torch.meshgrid(torch.linspace(low[0], high[0], resolution),
-                            torch.linspace(low[1], high[1], resolution), indexing="xy")
+    xx, yy = torch.meshgrid(
+        torch.linspace(low[0], high[0], resolution),
+        torch.linspace(low[1], high[1], resolution),
+        indexing="xy",
+    )
     grid = torch.stack([xx.reshape(-1), yy.reshape(-1)], dim=1)  # (R*R, 2)
     probs = class1_probability(model(grid)).reshape(resolution, resolution)
     return xx, yy, probs

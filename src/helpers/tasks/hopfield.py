@@ -15,8 +15,9 @@ from helpers.hopfield import hebbian_weights, recall
 __all__ = ["corrupt", "capacity_curve", "digit_patterns", "DIGITS"]
 
 
-def corrupt(pattern: torch.Tensor, fraction: float,
-            generator: torch.Generator | None = None) -> torch.Tensor:
+def corrupt(
+    pattern: torch.Tensor, fraction: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """A copy of ``pattern`` (…, N) of ±1 with round(fraction · N) units flipped, chosen at
     random (separately for each pattern of a batch) from ``generator``.
 
@@ -27,21 +28,32 @@ def corrupt(pattern: torch.Tensor, fraction: float,
     """
     fraction = check_real(fraction, "fraction", minimum=0.0, maximum=1.0)
     check_tensor(pattern, "pattern", "(…, N)", ndim=range(1, 65))
-    if pattern.dtype == torch.bool or pattern.numel() == 0 \
-            or not bool(((pattern == 1) | (pattern == -1)).all()):
-        raise ValueError(f"pattern must be a non-empty tensor of -1 and +1 entries, got "
-                         f"{describe(pattern)}")
-    require(generator is None or isinstance(generator, torch.Generator),
-            f"generator must be a torch.Generator or None, got {describe(generator)}")
+    if (
+        pattern.dtype == torch.bool
+        or pattern.numel() == 0
+        or not bool(((pattern == 1) | (pattern == -1)).all())
+    ):
+        raise ValueError(
+            f"pattern must be a non-empty tensor of -1 and +1 entries, got {describe(pattern)}"
+        )
+    require(
+        generator is None or isinstance(generator, torch.Generator),
+        f"generator must be a torch.Generator or None, got {describe(generator)}",
+    )
     num_flips = round(fraction * pattern.shape[-1])
     order = torch.rand(pattern.shape, generator=generator).argsort(dim=-1)  # random permutation
     flip = order < num_flips  # exactly num_flips True per row
     return torch.where(flip, -pattern, pattern)
 
 
-def capacity_curve(num_units: int, pattern_counts, trials: int = 5,
-                   generator: torch.Generator | None = None, steps: int = 5,
-                   tolerance: float = 0.02) -> torch.Tensor:
+def capacity_curve(
+    num_units: int,
+    pattern_counts,
+    trials: int = 5,
+    generator: torch.Generator | None = None,
+    steps: int = 5,
+    tolerance: float = 0.02,
+) -> torch.Tensor:
     """For each count P in ``pattern_counts``: store P random patterns of N = ``num_units``
     units, start recall (async, ``steps`` sweeps) at each stored pattern and count it as
     kept if at most ``tolerance`` · N units end up wrong (a near-fixed point). Returns the
@@ -58,15 +70,20 @@ def capacity_curve(num_units: int, pattern_counts, trials: int = 5,
         tolerance: the fraction of wrong units still counted as kept, in [0, 1].
     """
     num_units = check_int(num_units, "num_units", 1)
-    require(not isinstance(pattern_counts, (str, bytes, dict, torch.Tensor))
-            and hasattr(pattern_counts, "__iter__") and getattr(pattern_counts, "ndim", 1) == 1,
-            f"pattern_counts must be a sequence of positive integers, got "
-            f"{describe(pattern_counts)}")
-    pattern_counts = [check_int(count, "every entry of pattern_counts", 1)
-                      for count in pattern_counts]
+    require(
+        not isinstance(pattern_counts, (str, bytes, dict, torch.Tensor))
+        and hasattr(pattern_counts, "__iter__")
+        and getattr(pattern_counts, "ndim", 1) == 1,
+        f"pattern_counts must be a sequence of positive integers, got {describe(pattern_counts)}",
+    )
+    pattern_counts = [
+        check_int(count, "every entry of pattern_counts", 1) for count in pattern_counts
+    ]
     trials = check_int(trials, "trials", 1)
-    require(generator is None or isinstance(generator, torch.Generator),
-            f"generator must be a torch.Generator or None, got {describe(generator)}")
+    require(
+        generator is None or isinstance(generator, torch.Generator),
+        f"generator must be a torch.Generator or None, got {describe(generator)}",
+    )
     steps = check_int(steps, "steps")
     tolerance = check_real(tolerance, "tolerance", minimum=0.0, maximum=1.0)
     fractions = []
@@ -104,9 +121,15 @@ def digit_patterns(dtype: torch.dtype | None = None) -> torch.Tensor:
         dtype: a floating or signed integer dtype (one that holds −1); the default float
             dtype if None.
     """
-    require(dtype is None or (isinstance(dtype, torch.dtype) and not dtype.is_complex
-                              and (dtype.is_floating_point or dtype.is_signed)),
-            f"dtype must be a floating or signed integer torch.dtype (one that holds -1), "
-            f"got {describe(dtype)}")
+    require(
+        dtype is None
+        or (
+            isinstance(dtype, torch.dtype)
+            and not dtype.is_complex
+            and (dtype.is_floating_point or dtype.is_signed)
+        ),
+        f"dtype must be a floating or signed integer torch.dtype (one that holds -1), "
+        f"got {describe(dtype)}",
+    )
     rows = [[1.0 if c == "#" else -1.0 for c in DIGITS[d].replace(" ", "")] for d in range(10)]
     return torch.tensor(rows, dtype=dtype or torch.get_default_dtype())

@@ -34,8 +34,10 @@ def image_to_patches(image: torch.Tensor, patch_size: int) -> torch.Tensor:
     batched = image if image.dim() == 4 else image[None]
     num_batch, channels, height, width = batched.shape
     if height % patch_size or width % patch_size:
-        raise ValueError(f"image height and width must be multiples of patch_size="
-                         f"{patch_size}, got H={height}, W={width}")
+        raise ValueError(
+            f"image height and width must be multiples of patch_size="
+            f"{patch_size}, got H={height}, W={width}"
+        )
     rows, cols = height // patch_size, width // patch_size
     blocks = batched.reshape(num_batch, channels, rows, patch_size, cols, patch_size)
     blocks = blocks.permute(0, 2, 4, 3, 5, 1)  # (B, rows, cols, P, P, C)
@@ -43,8 +45,9 @@ def image_to_patches(image: torch.Tensor, patch_size: int) -> torch.Tensor:
     return patches if image.dim() == 4 else patches[0]
 
 
-def patches_to_image(patches: torch.Tensor, patch_size: int, height: int,
-                     width: int) -> torch.Tensor:
+def patches_to_image(
+    patches: torch.Tensor, patch_size: int, height: int, width: int
+) -> torch.Tensor:
     """The inverse of :func:`image_to_patches`: (N, P·P·C) or (B, N, P·P·C) back to
     (C, H, W) or (B, C, H, W).
 
@@ -59,19 +62,27 @@ def patches_to_image(patches: torch.Tensor, patch_size: int, height: int,
     patch_size = check_int(patch_size, "patch_size", 1)
     height, width = check_int(height, "height", 1), check_int(width, "width", 1)
     if height % patch_size or width % patch_size:
-        raise ValueError(f"height and width must be multiples of patch_size={patch_size}, "
-                         f"got height={height}, width={width}")
+        raise ValueError(
+            f"height and width must be multiples of patch_size={patch_size}, "
+            f"got height={height}, width={width}"
+        )
     rows, cols = height // patch_size, width // patch_size
-    if not isinstance(patches, torch.Tensor) or patches.dim() not in (2, 3) or \
-            patches.shape[-2] != rows * cols or patches.shape[-1] % (patch_size ** 2) or \
-            patches.shape[-1] == 0:
-        got = (tuple(patches.shape) if isinstance(patches, torch.Tensor)
-               else describe(patches))
-        raise ValueError(f"patches must have shape (N, P·P·C) or (B, N, P·P·C) with "
-                         f"N={rows * cols}, P={patch_size} and C >= 1, got {got}")
+    if (
+        not isinstance(patches, torch.Tensor)
+        or patches.dim() not in (2, 3)
+        or patches.shape[-2] != rows * cols
+        or patches.shape[-1] % (patch_size**2)
+        or patches.shape[-1] == 0
+    ):
+        got = tuple(patches.shape) if isinstance(patches, torch.Tensor) else describe(patches)
+        raise ValueError(
+            f"patches must have shape (N, P·P·C) or (B, N, P·P·C) with "
+            f"N={rows * cols}, P={patch_size} and C >= 1, got {got}"
+        )
     batched = patches if patches.dim() == 3 else patches[None]
-    channels = batched.shape[-1] // patch_size ** 2
+    channels = batched.shape[-1] // patch_size**2
     blocks = batched.reshape(batched.shape[0], rows, cols, patch_size, patch_size, channels)
-    image = blocks.permute(0, 5, 1, 3, 2, 4).reshape(batched.shape[0], channels,
-                                                     rows * patch_size, cols * patch_size)
+    image = blocks.permute(0, 5, 1, 3, 2, 4).reshape(
+        batched.shape[0], channels, rows * patch_size, cols * patch_size
+    )
     return image if patches.dim() == 3 else image[0]

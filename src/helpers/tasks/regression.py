@@ -10,16 +10,22 @@ points, M test points.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from helpers.checks import check_bool, check_int, check_real, check_tensor, describe, require
 from helpers.kernels import NWKernelRegression
 
-__all__ = ["RegressionData", "nadaraya_watson_data", "nw_target", "wiggly_target",
-           "sample_function", "train_nw"]
+__all__ = [
+    "RegressionData",
+    "nadaraya_watson_data",
+    "nw_target",
+    "wiggly_target",
+    "sample_function",
+    "train_nw",
+]
 
 
 def nw_target(x: torch.Tensor) -> torch.Tensor:
@@ -33,7 +39,7 @@ def wiggly_target(x: torch.Tensor) -> torch.Tensor:
     """A 1-D function with bumps of several widths, for universal approximation:
     sin(3x) + 0.5 cos(7x) exp(-x²/2) + 0.3 x, elementwise on a floating tensor."""
     check_tensor(x, "x", "(…)", floating=True)
-    return torch.sin(3 * x) + 0.5 * torch.cos(7 * x) * torch.exp(-x**2 / 2) + 0.3 * x
+    return torch.sin(3 * x) + 0.5 * torch.cos(7 * x) * torch.exp(-(x**2) / 2) + 0.3 * x
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,14 @@ class RegressionData:
     y_true: torch.Tensor
 
 
-def nadaraya_watson_data(num_train: int = 50, num_test: int = 50, *, noise: float = 0.5,
-                         x_max: float = 5.0, seed: int = 0) -> RegressionData:
+def nadaraya_watson_data(
+    num_train: int = 50,
+    num_test: int = 50,
+    *,
+    noise: float = 0.5,
+    x_max: float = 5.0,
+    seed: int = 0,
+) -> RegressionData:
     """Noisy samples of :func:`nw_target` on [0, x_max), training inputs sorted.
 
     Args:
@@ -73,9 +85,15 @@ def nadaraya_watson_data(num_train: int = 50, num_test: int = 50, *, noise: floa
     return RegressionData(x_train, y_train, x_test, nw_target(x_test))
 
 
-def sample_function(fn: Callable[[torch.Tensor], torch.Tensor], num_points: int = 200, *,
-                    low: float = -3.0, high: float = 3.0, noise: float = 0.0,
-                    seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_function(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    num_points: int = 200,
+    *,
+    low: float = -3.0,
+    high: float = 3.0,
+    noise: float = 0.0,
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Evenly spaced inputs (N, 1) on [low, high] and targets fn(x) (+ noise), shape (N, 1).
 
     Args:
@@ -95,15 +113,24 @@ def sample_function(fn: Callable[[torch.Tensor], torch.Tensor], num_points: int 
     gen = torch.Generator().manual_seed(seed)
     x = torch.linspace(low, high, num_points).unsqueeze(1)
     targets = fn(x)
-    require(isinstance(targets, torch.Tensor) and tuple(targets.shape) == tuple(x.shape),
-            f"fn must map x of shape {tuple(x.shape)} to a tensor of the same shape, got "
-            f"{describe(targets)}")
+    require(
+        isinstance(targets, torch.Tensor) and tuple(targets.shape) == tuple(x.shape),
+        f"fn must map x of shape {tuple(x.shape)} to a tensor of the same shape, got "
+        f"{describe(targets)}",
+    )
     y = targets + noise * torch.randn(x.shape, generator=gen)
     return x, y
 
 
-def train_nw(model: NWKernelRegression, x_train: torch.Tensor, y_train: torch.Tensor,
-             epochs: int, lr: float, *, leave_one_out: bool = True) -> list[float]:
+def train_nw(
+    model: NWKernelRegression,
+    x_train: torch.Tensor,
+    y_train: torch.Tensor,
+    epochs: int,
+    lr: float,
+    *,
+    leave_one_out: bool = True,
+) -> list[float]:
     """Fit ``model.w`` by full-batch gradient descent (plain SGD) on the training set.
 
     Every training input is a query; the keys and values are the training pairs. With
@@ -124,16 +151,20 @@ def train_nw(model: NWKernelRegression, x_train: torch.Tensor, y_train: torch.Te
     Returns:
         The mean squared training loss before each step, a list of ``epochs`` floats.
     """
-    require(isinstance(model, NWKernelRegression),
-            f"model must be an NWKernelRegression, got {describe(model)}")
+    require(
+        isinstance(model, NWKernelRegression),
+        f"model must be an NWKernelRegression, got {describe(model)}",
+    )
     epochs = check_int(epochs, "epochs")
     lr = check_real(lr, "lr", minimum=0, exclusive_minimum=True)
     check_bool(leave_one_out, "leave_one_out")
     check_tensor(x_train, "x_train", "(N,)", floating=True)
     check_tensor(y_train, "y_train", "(N,)", floating=True)
     if x_train.dim() != 1 or tuple(y_train.shape) != tuple(x_train.shape):
-        raise ValueError(f"x_train and y_train must both be 1-D (N,) of the same length, got "
-                         f"shapes {tuple(x_train.shape)} and {tuple(y_train.shape)}")
+        raise ValueError(
+            f"x_train and y_train must both be 1-D (N,) of the same length, got "
+            f"shapes {tuple(x_train.shape)} and {tuple(y_train.shape)}"
+        )
     num_train = x_train.shape[0]
     if leave_one_out and num_train < 2:
         raise ValueError(f"leave-one-out training needs at least 2 points, got N={num_train}")

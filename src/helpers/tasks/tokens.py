@@ -9,15 +9,23 @@ tokens are the strings ``PAD_TOKEN``, ``BOS_TOKEN`` and ``EOS_TOKEN``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from helpers.checks import check_tensor, require
 
-__all__ = ["PAD_TOKEN", "BOS_TOKEN", "EOS_TOKEN", "pad_tokens", "build_vocab", "encode",
-           "decode", "format_matrix"]
+__all__ = [
+    "PAD_TOKEN",
+    "BOS_TOKEN",
+    "EOS_TOKEN",
+    "pad_tokens",
+    "build_vocab",
+    "encode",
+    "decode",
+    "format_matrix",
+]
 
 PAD_TOKEN, BOS_TOKEN, EOS_TOKEN = "<pad>", "<bos>", "<eos>"
 
@@ -25,14 +33,17 @@ PAD_TOKEN, BOS_TOKEN, EOS_TOKEN = "<pad>", "<bos>", "<eos>"
 def _token_lists(sentences, name: str = "sentences") -> list[list[str]]:
     """Return ``sentences`` as lists of string tokens (a string is split on whitespace)."""
     if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Sequence):
-        raise ValueError(f"{name} must be a list of sentences (strings or token lists), "
-                         f"got {type(sentences).__name__}")
+        raise ValueError(
+            f"{name} must be a list of sentences (strings or token lists), "
+            f"got {type(sentences).__name__}"
+        )
     tokens = []
     for i, sentence in enumerate(sentences):
         row = sentence.split() if isinstance(sentence, str) else list(sentence)
         if not all(isinstance(token, str) for token in row):
-            raise ValueError(f"{name}[{i}] must be a string or a list of string tokens, "
-                             f"got {sentence!r}")
+            raise ValueError(
+                f"{name}[{i}] must be a string or a list of string tokens, got {sentence!r}"
+            )
         tokens.append(row)
     return tokens
 
@@ -40,10 +51,13 @@ def _token_lists(sentences, name: str = "sentences") -> list[list[str]]:
 def _check_vocab(vocab) -> None:
     """Raise ValueError unless ``vocab`` is a dict of string tokens -> integer ids."""
     if not isinstance(vocab, dict) or not all(
-            isinstance(t, str) and isinstance(i, int) and not isinstance(i, bool)
-            for t, i in vocab.items()):
-        raise ValueError(f"vocab must be a dict of string tokens -> integer ids (as "
-                         f"build_vocab returns), got {type(vocab).__name__}")
+        isinstance(t, str) and isinstance(i, int) and not isinstance(i, bool)
+        for t, i in vocab.items()
+    ):
+        raise ValueError(
+            f"vocab must be a dict of string tokens -> integer ids (as "
+            f"build_vocab returns), got {type(vocab).__name__}"
+        )
 
 
 def _as_array(matrix) -> np.ndarray:
@@ -59,12 +73,15 @@ def _as_array(matrix) -> np.ndarray:
             raise TypeError(f"dtype {data.dtype}")
         return data.astype(np.float64)
     except (ValueError, TypeError) as error:
-        raise ValueError(f"matrix must be a 2-D tensor, array or nested list of real "
-                         f"numbers (Q, K), got {type(matrix).__name__} ({error})") from None
+        raise ValueError(
+            f"matrix must be a 2-D tensor, array or nested list of real "
+            f"numbers (Q, K), got {type(matrix).__name__} ({error})"
+        ) from None
 
 
-def pad_tokens(sentences, *, length: int | None = None, pad: str = PAD_TOKEN,
-               side: str = "right") -> tuple[list[list[str]], torch.Tensor]:
+def pad_tokens(
+    sentences, *, length: int | None = None, pad: str = PAD_TOKEN, side: str = "right"
+) -> tuple[list[list[str]], torch.Tensor]:
     """Pad sentences of different lengths to one length T with ``pad`` tokens.
 
     Each sentence is a string (split on whitespace) or a list of tokens. Right padding (the
@@ -90,16 +107,20 @@ def pad_tokens(sentences, *, length: int | None = None, pad: str = PAD_TOKEN,
     if length is None:
         length = longest
     if isinstance(length, bool) or not isinstance(length, int) or length < longest:
-        raise ValueError(f"length must be an integer >= the longest sentence ({longest} "
-                         f"tokens), got {length!r}")
-    padded = [row + [pad] * (length - len(row)) if side == "right"
-              else [pad] * (length - len(row)) + row for row in tokens]
+        raise ValueError(
+            f"length must be an integer >= the longest sentence ({longest} tokens), got {length!r}"
+        )
+    padded = [
+        row + [pad] * (length - len(row)) if side == "right" else [pad] * (length - len(row)) + row
+        for row in tokens
+    ]
     valid_lens = torch.tensor([len(row) for row in tokens], dtype=torch.long)  # (B,)
     return padded, valid_lens
 
 
-def build_vocab(sentences,
-                specials: Sequence[str] = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN)) -> dict[str, int]:
+def build_vocab(
+    sentences, specials: Sequence[str] = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN)
+) -> dict[str, int]:
     """A token -> id dictionary: the special tokens first (``<pad>`` gets id 0), then every
     other token in order of first appearance.
 
@@ -110,8 +131,11 @@ def build_vocab(sentences,
     Returns:
         A dict mapping each distinct token to an id in ``range(len(vocab))``.
     """
-    if isinstance(specials, (str, bytes)) or not isinstance(specials, Sequence) \
-            or not all(isinstance(token, str) for token in specials):
+    if (
+        isinstance(specials, (str, bytes))
+        or not isinstance(specials, Sequence)
+        or not all(isinstance(token, str) for token in specials)
+    ):
         raise ValueError(f"specials must be a list of string tokens, got {specials!r}")
     vocab: dict[str, int] = {}
     for token in list(specials) + [t for row in _token_lists(sentences) for t in row]:
@@ -133,8 +157,10 @@ def encode(padded, vocab: dict[str, int]) -> torch.Tensor:
     _check_vocab(vocab)
     lengths = sorted({len(row) for row in rows})
     if len(lengths) > 1:
-        raise ValueError(f"padded must hold token lists of one length T, got lengths "
-                         f"{lengths}; pad them first with pad_tokens")
+        raise ValueError(
+            f"padded must hold token lists of one length T, got lengths "
+            f"{lengths}; pad them first with pad_tokens"
+        )
     unknown = sorted({t for row in rows for t in row if t not in vocab})
     if unknown:
         raise ValueError(f"padded holds tokens that are not in vocab: {unknown}")
@@ -143,10 +169,14 @@ def encode(padded, vocab: dict[str, int]) -> torch.Tensor:
 
 def decode(ids: torch.Tensor, vocab: dict[str, int]) -> list[list[str]]:
     """The inverse of :func:`encode`: ids of shape (B, T) -> B lists of T tokens."""
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point() \
-            or ids.is_complex() or ids.dtype == torch.bool:
-        got = (tuple(ids.shape), ids.dtype) if isinstance(ids, torch.Tensor) \
-            else type(ids).__name__
+    if (
+        not isinstance(ids, torch.Tensor)
+        or ids.dim() != 2
+        or ids.is_floating_point()
+        or ids.is_complex()
+        or ids.dtype == torch.bool
+    ):
+        got = (tuple(ids.shape), ids.dtype) if isinstance(ids, torch.Tensor) else type(ids).__name__
         raise ValueError(f"ids must be a 2-D integer tensor (B, T), got {got}")
     _check_vocab(vocab)
     tokens = {i: t for t, i in vocab.items()}
@@ -156,9 +186,15 @@ def decode(ids: torch.Tensor, vocab: dict[str, int]) -> list[list[str]]:
     return [[tokens[int(i)] for i in row] for row in ids]
 
 
-def format_matrix(matrix, *, row_labels: Sequence[str] | None = None,
-                  col_labels: Sequence[str] | None = None, fmt: str = "{:.3f}",
-                  true: str = "1", false: str = "·") -> str:
+def format_matrix(
+    matrix,
+    *,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    fmt: str = "{:.3f}",
+    true: str = "1",
+    false: str = "·",
+) -> str:
     """A 2-D matrix (Q, K) as an aligned text table, for printing masks and weights.
 
     A boolean matrix is written with ``true`` / ``false`` (``1`` and ``·`` by default, so a
@@ -180,27 +216,42 @@ def format_matrix(matrix, *, row_labels: Sequence[str] | None = None,
     if data.ndim != 2:
         raise ValueError(f"matrix must be 2-D (Q, K), got shape {tuple(data.shape)}")
     num_rows, num_cols = data.shape
-    for name, labels, size in (("row_labels", row_labels, num_rows),
-                               ("col_labels", col_labels, num_cols)):
+    for name, labels, size in (
+        ("row_labels", row_labels, num_rows),
+        ("col_labels", col_labels, num_cols),
+    ):
         if labels is None:
             continue
-        if isinstance(labels, (str, bytes)) or not isinstance(labels, Sequence) \
-                or not all(isinstance(label, str) for label in labels):
+        if (
+            isinstance(labels, (str, bytes))
+            or not isinstance(labels, Sequence)
+            or not all(isinstance(label, str) for label in labels)
+        ):
             raise ValueError(f"{name} must be a list of strings, got {labels!r}")
         if len(labels) != size:
-            raise ValueError(f"{name} must hold {size} labels for a matrix of shape "
-                             f"{tuple(data.shape)}, got {len(labels)}")
+            raise ValueError(
+                f"{name} must hold {size} labels for a matrix of shape "
+                f"{tuple(data.shape)}, got {len(labels)}"
+            )
     for name, text in (("fmt", fmt), ("true", true), ("false", false)):
         require(isinstance(text, str), f"{name} must be a string, got {text!r}")
     try:
-        cells = [[(true if value else false) if is_bool else fmt.format(value)
-                  for value in row] for row in data]
+        cells = [
+            [(true if value else false) if is_bool else fmt.format(value) for value in row]
+            for row in data
+        ]
     except (ValueError, TypeError, IndexError, KeyError) as error:
-        raise ValueError(f"fmt must format one number, e.g. '{{:.3f}}', got {fmt!r} "
-                         f"({error})") from None
-    widths = [max([len(cells[i][j]) for i in range(num_rows)]
-                  + ([len(col_labels[j])] if col_labels is not None else []), default=0)
-              for j in range(num_cols)]
+        raise ValueError(
+            f"fmt must format one number, e.g. '{{:.3f}}', got {fmt!r} ({error})"
+        ) from None
+    widths = [
+        max(
+            [len(cells[i][j]) for i in range(num_rows)]
+            + ([len(col_labels[j])] if col_labels is not None else []),
+            default=0,
+        )
+        for j in range(num_cols)
+    ]
     left = max((len(label) for label in row_labels), default=0) if row_labels else 0
     lines = []
     if col_labels is not None:
