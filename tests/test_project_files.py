@@ -51,7 +51,7 @@ def test_pages_publish_only_after_the_tests_pass():
     publish = test.split("\n  publish:\n", 1)[1]
     jobs = [
         line[2:-1]
-        for line in test.splitlines()
+        for line in test.split("\njobs:\n", 1)[1].splitlines()
         if line.startswith("  ") and not line.startswith("   ") and line.endswith(":")
     ]
     needs = publish.split("needs: [", 1)[1].split("]", 1)[0].split(", ")
