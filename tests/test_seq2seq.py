@@ -13,8 +13,7 @@ from helpers.seq2seq import Seq2SeqTransformer, greedy_decode
 from helpers.tasks.reversal import BOS_ID, EOS_ID, FIRST_DIGIT, PAD_ID, VOCAB_SIZE, reversal_model
 
 B, S, T = 4, 7, 5
-SMALL = dict(d_model=16, num_heads=2, ffn_hidden=32, num_encoder_layers=1,
-             num_decoder_layers=1)
+SMALL = dict(d_model=16, num_heads=2, ffn_hidden=32, num_encoder_layers=1, num_decoder_layers=1)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -33,11 +32,13 @@ def _tokens(shape, seed):
 
 # --- the model ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
 def test_model_shapes_and_attention_dict(norm_first, positional):
-    model = reversal_model(0, **{**SMALL, "num_decoder_layers": 2}, norm_first=norm_first,
-                           positional=positional)
+    model = reversal_model(
+        0, **{**SMALL, "num_decoder_layers": 2}, norm_first=norm_first, positional=positional
+    )
     assert isinstance(model, Seq2SeqTransformer)
     src, tgt_in = _tokens((B, S), 0), _tokens((B, T), 1)
     logits, attention = model(src, tgt_in, torch.tensor([7, 3, 5, 1]))
@@ -61,8 +62,8 @@ def test_model_decoder_is_causal_and_ignores_source_padding():
     logits, _ = model(src, tgt_in)
     for t in range(T - 1):
         changed = tgt_in.clone()
-        changed[:, t + 1:] = _tokens((B, T - t - 1), 10 + t)
-        torch.testing.assert_close(model(src, changed)[0][:, :t + 1], logits[:, :t + 1])
+        changed[:, t + 1 :] = _tokens((B, T - t - 1), 10 + t)
+        torch.testing.assert_close(model(src, changed)[0][:, : t + 1], logits[:, : t + 1])
     lens = torch.tensor([S, 4, 2, 6])
     padded = src.clone()
     padded[torch.arange(S) >= lens[:, None]] = PAD_ID  # different tokens beyond the lengths
@@ -97,19 +98,23 @@ def test_decode_names_the_positional_table_and_memory():
     model = reversal_model(0)
     with pytest.raises(ValueError) as error:
         model.decode(torch.full((1, 17), BOS_ID), torch.zeros(1, 8, 64))
-    assert str(error.value) == ("tgt_in has 17 positions but the positional table holds "
-                                "max_len=16 (shape (1, 17))")
+    assert str(error.value) == (
+        "tgt_in has 17 positions but the positional table holds max_len=16 (shape (1, 17))"
+    )
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    (dict(vocab_size=0), "vocab_size must be a positive integer"),
-    (dict(num_encoder_layers=0), "num_encoder_layers must be a positive integer"),
-    (dict(num_decoder_layers=1.5), "num_decoder_layers must be a positive integer"),
-    (dict(max_len=-1), "max_len must be a positive integer"),
-    (dict(positional=["learned"]), "positional must be 'sinusoidal' or 'learned'"),
-    (dict(norm_first="False"), "norm_first must be True or False"),
-    (dict(dropout=float("nan")), "dropout must be a probability"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (dict(vocab_size=0), "vocab_size must be a positive integer"),
+        (dict(num_encoder_layers=0), "num_encoder_layers must be a positive integer"),
+        (dict(num_decoder_layers=1.5), "num_decoder_layers must be a positive integer"),
+        (dict(max_len=-1), "max_len must be a positive integer"),
+        (dict(positional=["learned"]), "positional must be 'sinusoidal' or 'learned'"),
+        (dict(norm_first="False"), "norm_first must be True or False"),
+        (dict(dropout=float("nan")), "dropout must be a probability"),
+    ],
+)
 def test_model_rejects_bad_settings(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         reversal_model(0, **{**SMALL, **kwargs})
@@ -139,6 +144,7 @@ def test_model_handles_an_empty_batch():
 
 
 # --- greedy decoding ------------------------------------------------------------------------
+
 
 def test_greedy_decode_shapes_and_consistency():
     model = reversal_model(0, **SMALL).train()
@@ -178,19 +184,22 @@ def test_greedy_decode_pads_finished_sequences_with_pad():
         hits = (free[row] == eos).nonzero()
         end = int(hits[0]) + 1 if len(hits) else 5
         expected = free[row, :end].tolist() + [pad] * (5 - end)
-        assert out[row].tolist() == expected[:out.shape[1]]
+        assert out[row].tolist() == expected[: out.shape[1]]
     assert (out[0] == pad).any()  # row 0 finished early: pad after its eos
 
 
-@pytest.mark.parametrize("kwargs, pattern", [
-    (dict(bos=VOCAB_SIZE), r"bos must be a token id in \[0, vocab_size=13\)"),
-    (dict(bos=-1), "bos must be a non-negative integer"),
-    (dict(bos=1.0), "bos must be a non-negative integer"),
-    (dict(eos=20), "eos must be a token id"),
-    (dict(pad=13), "pad must be a token id"),
-    (dict(max_len=0), "max_len must be a positive integer"),
-    (dict(return_attention="yes"), "return_attention must be True or False"),
-])
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (dict(bos=VOCAB_SIZE), r"bos must be a token id in \[0, vocab_size=13\)"),
+        (dict(bos=-1), "bos must be a non-negative integer"),
+        (dict(bos=1.0), "bos must be a non-negative integer"),
+        (dict(eos=20), "eos must be a token id"),
+        (dict(pad=13), "pad must be a token id"),
+        (dict(max_len=0), "max_len must be a positive integer"),
+        (dict(return_attention="yes"), "return_attention must be True or False"),
+    ],
+)
 def test_greedy_decode_rejects_bad_arguments(kwargs, pattern):
     model = reversal_model(0, **SMALL)
     arguments = {"max_len": 4, "bos": BOS_ID, **kwargs}

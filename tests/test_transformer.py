@@ -7,8 +7,14 @@ from hypothesis import strategies as st
 from torch import nn
 
 from helpers.masks import causal_mask, to_key_padding_mask, valid_length_mask
-from helpers.transformer import (AddNorm, DecoderBlock, EncoderBlock, LayerNorm,
-                                 PositionWiseFFN, batch_norm_tokens)
+from helpers.transformer import (
+    AddNorm,
+    DecoderBlock,
+    EncoderBlock,
+    LayerNorm,
+    PositionWiseFFN,
+    batch_norm_tokens,
+)
 
 B, T, S, D, H, F_HIDDEN = 3, 6, 5, 16, 4, 32
 
@@ -37,15 +43,22 @@ def _randomise(module: nn.Module, seed: int) -> None:
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=generator, dtype=torch.float64) * 0.3
-                    + (1.0 if p.dim() == 1 and p.shape[0] == D else 0.0))
+            p.copy_(
+                torch.randn(p.shape, generator=generator, dtype=torch.float64) * 0.3
+                + (1.0 if p.dim() == 1 and p.shape[0] == D else 0.0)
+            )
 
 
 # --- LayerNorm and batch norm -----------------------------------------------------------
 
-@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), d_model=st.integers(1, 12),
-       eps=st.sampled_from([1e-5, 1e-6, 1e-3]), double=st.booleans(),
-       seed=st.integers(0, 2**16))
+
+@given(
+    shape=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    d_model=st.integers(1, 12),
+    eps=st.sampled_from([1e-5, 1e-6, 1e-3]),
+    double=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_layer_norm_equals_torch(shape, d_model, eps, double, seed):
     generator = torch.Generator().manual_seed(seed)
     dtype = torch.float64 if double else torch.float32
@@ -106,6 +119,7 @@ def test_batch_norm_tokens_valid_mask_uses_real_tokens_only():
 
 # --- FFN and Add & Norm -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_ffn_shapes_and_positionwise(activation):
     torch.manual_seed(0)
@@ -145,14 +159,22 @@ def test_add_norm_equals_layer_norm_of_sum():
 
 # --- encoder block --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_encoder_block_equals_torch(no_fastpath, norm_first, dtype, activation):
     torch.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(D, H, F_HIDDEN, dropout=0.1, activation=activation,
-                                       batch_first=True, norm_first=norm_first,
-                                       layer_norm_eps=1e-6)
+    layer = nn.TransformerEncoderLayer(
+        D,
+        H,
+        F_HIDDEN,
+        dropout=0.1,
+        activation=activation,
+        batch_first=True,
+        norm_first=norm_first,
+        layer_norm_eps=1e-6,
+    )
     _randomise(layer, seed=1)
     layer = layer.to(dtype).eval()
     block = EncoderBlock.from_torch(layer)
@@ -174,8 +196,7 @@ def test_encoder_block_post_ln_output_is_normalised_pre_ln_is_not():
     post, _ = EncoderBlock(D, H, F_HIDDEN)(x)
     pre, _ = EncoderBlock(D, H, F_HIDDEN, norm_first=True)(x)
     torch.testing.assert_close(post.mean(-1), torch.zeros(B, T), atol=1e-5, rtol=0)
-    torch.testing.assert_close(post.var(-1, unbiased=False), torch.ones(B, T), atol=1e-3,
-                               rtol=0)
+    torch.testing.assert_close(post.var(-1, unbiased=False), torch.ones(B, T), atol=1e-3, rtol=0)
     assert pre.mean(-1).abs().max() > 0.5  # the residual stream keeps x's offset
 
 
@@ -188,18 +209,21 @@ def test_encoder_block_rejects_bad_input():
     with pytest.raises(ValueError, match="layer"):
         EncoderBlock.from_torch(nn.Linear(D, D))
     with pytest.raises(ValueError, match="activation"):
-        EncoderBlock.from_torch(nn.TransformerEncoderLayer(D, H, F_HIDDEN, activation=torch.tanh,
-                                                           batch_first=True))
+        EncoderBlock.from_torch(
+            nn.TransformerEncoderLayer(D, H, F_HIDDEN, activation=torch.tanh, batch_first=True)
+        )
 
 
 # --- decoder block --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_decoder_block_equals_torch(norm_first, dtype):
     torch.manual_seed(0)
-    layer = nn.TransformerDecoderLayer(D, H, F_HIDDEN, dropout=0.1, batch_first=True,
-                                       norm_first=norm_first)
+    layer = nn.TransformerDecoderLayer(
+        D, H, F_HIDDEN, dropout=0.1, batch_first=True, norm_first=norm_first
+    )
     _randomise(layer, seed=2)
     layer = layer.to(dtype).eval()
     block = DecoderBlock.from_torch(layer)
@@ -208,8 +232,9 @@ def test_decoder_block_equals_torch(norm_first, dtype):
     causal = causal_mask(T)  # (T, T), True = may attend
     with torch.no_grad():
         # torch's masks read True = ignore: negate the book's
-        expected = layer(x, memory, tgt_mask=~causal,
-                         memory_key_padding_mask=to_key_padding_mask(src_mask))
+        expected = layer(
+            x, memory, tgt_mask=~causal, memory_key_padding_mask=to_key_padding_mask(src_mask)
+        )
         out, self_weights, cross_weights = block(x, memory, causal, src_mask[:, None, None, :])
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
     assert self_weights.shape == (B, H, T, T) and cross_weights.shape == (B, H, T, S)
@@ -225,10 +250,10 @@ def test_decoder_block_is_causal(norm_first):
     out, _, _ = block(x, memory, causal_mask(T))
     for t in range(T - 1):
         changed = x.clone()
-        changed[:, t + 1:] = torch.randn(B, T - t - 1, D)
+        changed[:, t + 1 :] = torch.randn(B, T - t - 1, D)
         out_changed, _, _ = block(changed, memory, causal_mask(T))
-        torch.testing.assert_close(out_changed[:, :t + 1], out[:, :t + 1])
-        assert not torch.allclose(out_changed[:, t + 1:], out[:, t + 1:])
+        torch.testing.assert_close(out_changed[:, : t + 1], out[:, : t + 1])
+        assert not torch.allclose(out_changed[:, t + 1 :], out[:, t + 1 :])
 
 
 def test_decoder_block_rejects_mismatched_memory():
@@ -246,11 +271,13 @@ def test_decoder_block_rejects_mismatched_memory():
 
 # --- the texts the chapter prints, and bad input ----------------------------------------------
 
+
 def test_chapter_error_texts():
     with pytest.raises(ValueError) as error:
         DecoderBlock(64, 4, 128)(torch.zeros(2, 5, 64), torch.zeros(2, 7, 32))
-    assert str(error.value) == ("memory must have d_model=64 features in the last axis, got "
-                                "shape (2, 7, 32)")
+    assert str(error.value) == (
+        "memory must have d_model=64 features in the last axis, got shape (2, 7, 32)"
+    )
     with pytest.raises(ValueError) as error:
         PositionWiseFFN(64, 0)
     assert str(error.value) == "ffn_hidden must be a positive integer, got 0"

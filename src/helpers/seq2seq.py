@@ -39,10 +39,19 @@ class Seq2SeqTransformer(nn.Module):
     (B, H, S, S), ``"decoder_self"`` (B, H, T, T) and ``"cross"`` (B, H, T, S).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, num_heads: int, ffn_hidden: int,
-                 num_encoder_layers: int, num_decoder_layers: int, max_len: int,
-                 dropout: float = 0.0, norm_first: bool = False,
-                 positional: str = "sinusoidal"):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        num_heads: int,
+        ffn_hidden: int,
+        num_encoder_layers: int,
+        num_decoder_layers: int,
+        max_len: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        positional: str = "sinusoidal",
+    ):
         super().__init__()
         self.vocab_size = check_int(vocab_size, "vocab_size", minimum=1)
         self.d_model = check_int(d_model, "d_model", minimum=1)
@@ -55,12 +64,19 @@ class Seq2SeqTransformer(nn.Module):
         self.src_embedding = nn.Embedding(vocab_size, d_model)
         self.tgt_embedding = nn.Embedding(vocab_size, d_model)
         for embedding in (self.src_embedding, self.tgt_embedding):
-            nn.init.normal_(embedding.weight, std=d_model ** -0.5)
-        self.positional = (SinusoidalPositionalEncoding(d_model, max_len, dropout)
-                           if positional == "sinusoidal"
-                           else LearnedPositionalEncoding(max_len, d_model, dropout))
-        block = dict(d_model=d_model, num_heads=num_heads, ffn_hidden=ffn_hidden,
-                     dropout=dropout, norm_first=norm_first)
+            nn.init.normal_(embedding.weight, std=d_model**-0.5)
+        self.positional = (
+            SinusoidalPositionalEncoding(d_model, max_len, dropout)
+            if positional == "sinusoidal"
+            else LearnedPositionalEncoding(max_len, d_model, dropout)
+        )
+        block = dict(
+            d_model=d_model,
+            num_heads=num_heads,
+            ffn_hidden=ffn_hidden,
+            dropout=dropout,
+            norm_first=norm_first,
+        )
         self.encoder_layers = nn.ModuleList(EncoderBlock(**block) for _ in range(num_enc))
         self.decoder_layers = nn.ModuleList(DecoderBlock(**block) for _ in range(num_dec))
         self.encoder_norm = LayerNorm(d_model) if norm_first else nn.Identity()
@@ -69,14 +85,22 @@ class Seq2SeqTransformer(nn.Module):
 
     def _embed(self, tokens, embedding: nn.Embedding, name: str) -> torch.Tensor:
         """Token ids (B, T) → √D · embedding + positions, (B, T, D), after input checks."""
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 \
-                or tokens.dtype not in (torch.int64, torch.int32):
-            got = (tuple(tokens.shape), tokens.dtype) if isinstance(tokens, torch.Tensor) \
+        if (
+            not isinstance(tokens, torch.Tensor)
+            or tokens.dim() != 2
+            or tokens.dtype not in (torch.int64, torch.int32)
+        ):
+            got = (
+                (tuple(tokens.shape), tokens.dtype)
+                if isinstance(tokens, torch.Tensor)
                 else type(tokens).__name__
+            )
             raise ValueError(f"{name} must be an integer tensor of token ids (B, T), got {got}")
         if tokens.shape[1] > self.max_len:
-            raise ValueError(f"{name} has {tokens.shape[1]} positions but the positional table "
-                             f"holds max_len={self.max_len} (shape {tuple(tokens.shape)})")
+            raise ValueError(
+                f"{name} has {tokens.shape[1]} positions but the positional table "
+                f"holds max_len={self.max_len} (shape {tuple(tokens.shape)})"
+            )
         if tokens.numel() and not 0 <= int(tokens.min()) <= int(tokens.max()) < self.vocab_size:
             raise ValueError(f"{name} must hold token ids in [0, vocab_size={self.vocab_size})")
         return self.positional(embedding(tokens) * math.sqrt(self.d_model))  # (B, T, D)
@@ -88,30 +112,47 @@ class Seq2SeqTransformer(nn.Module):
         x = self._embed(src, self.src_embedding, "src")  # (B, S, D)
         src_mask = None
         if src_valid_lens is not None:
-            if not isinstance(src_valid_lens, torch.Tensor) \
-                    or tuple(src_valid_lens.shape) != (src.shape[0],):
-                got = tuple(src_valid_lens.shape) if isinstance(src_valid_lens, torch.Tensor) \
+            if not isinstance(src_valid_lens, torch.Tensor) or tuple(src_valid_lens.shape) != (
+                src.shape[0],
+            ):
+                got = (
+                    tuple(src_valid_lens.shape)
+                    if isinstance(src_valid_lens, torch.Tensor)
                     else type(src_valid_lens).__name__
-                raise ValueError(f"src_valid_lens must have shape (B,) = ({src.shape[0]},), one "
-                                 f"length per source sequence, got {got}")
-            if src_valid_lens.is_floating_point() or src_valid_lens.is_complex() \
-                    or src_valid_lens.dtype == torch.bool:
-                raise ValueError(f"src_valid_lens must be an integer tensor of lengths, got "
-                                 f"dtype {src_valid_lens.dtype}")
-            if src_valid_lens.numel() and not 0 <= int(src_valid_lens.min()) \
-                    <= int(src_valid_lens.max()) <= src.shape[1]:
-                raise ValueError(f"src_valid_lens must hold lengths in [0, S={src.shape[1]}], "
-                                 f"got {src_valid_lens.tolist()}")
-            src_mask = valid_length_mask(src_valid_lens.to(src.device),
-                                         src.shape[1])[:, None, None, :]  # (B, 1, 1, S)
+                )
+                raise ValueError(
+                    f"src_valid_lens must have shape (B,) = ({src.shape[0]},), one "
+                    f"length per source sequence, got {got}"
+                )
+            if (
+                src_valid_lens.is_floating_point()
+                or src_valid_lens.is_complex()
+                or src_valid_lens.dtype == torch.bool
+            ):
+                raise ValueError(
+                    f"src_valid_lens must be an integer tensor of lengths, got "
+                    f"dtype {src_valid_lens.dtype}"
+                )
+            if (
+                src_valid_lens.numel()
+                and not 0 <= int(src_valid_lens.min()) <= int(src_valid_lens.max()) <= src.shape[1]
+            ):
+                raise ValueError(
+                    f"src_valid_lens must hold lengths in [0, S={src.shape[1]}], "
+                    f"got {src_valid_lens.tolist()}"
+                )
+            src_mask = valid_length_mask(src_valid_lens.to(src.device), src.shape[1])[
+                :, None, None, :
+            ]  # (B, 1, 1, S)
         weights = []
         for layer in self.encoder_layers:
             x, w = layer(x, src_mask)  # (B, S, D), (B, H, S, S)
             weights.append(w)
         return self.encoder_norm(x), src_mask, weights
 
-    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor,
-               src_mask: torch.Tensor | None = None):
+    def decode(
+        self, tgt_in: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None
+    ):
         """tgt_in (B, T), memory (B, S, D) → ``(logits (B, T, V), self_weights, cross_weights)``,
         lists of (B, H, T, T) and (B, H, T, S), one per decoder layer. ``src_mask``: optional
         bool mask broadcastable to (B, H, T, S), as :meth:`encode` returns it."""
@@ -119,8 +160,9 @@ class Seq2SeqTransformer(nn.Module):
         if src_mask is not None:  # checked here, under its own name: (B, H, T, S)
             check_tensor(memory, "memory", "(B, S, D)", ndim=3)
             heads = self.decoder_layers[0].cross_attn.num_heads
-            check_head_mask(src_mask, "src_mask",
-                            (tgt_in.shape[0], heads, tgt_in.shape[1], memory.shape[1]))
+            check_head_mask(
+                src_mask, "src_mask", (tgt_in.shape[0], heads, tgt_in.shape[1], memory.shape[1])
+            )
         self_mask = causal_mask(tgt_in.shape[1], device=tgt_in.device)  # (T, T)
         self_weights, cross_weights = [], []
         for layer in self.decoder_layers:
@@ -129,32 +171,43 @@ class Seq2SeqTransformer(nn.Module):
             cross_weights.append(w_cross)
         return self.output(self.decoder_norm(x)), self_weights, cross_weights  # (B, T, V)
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
-                src_valid_lens: torch.Tensor | None = None):
+    def forward(
+        self, src: torch.Tensor, tgt_in: torch.Tensor, src_valid_lens: torch.Tensor | None = None
+    ):
         for name, tokens in (("src", src), ("tgt_in", tgt_in)):
             check_tensor(tokens, name, "(B, T)", ndim=2)
         if tgt_in.shape[0] != src.shape[0]:
-            raise ValueError(f"tgt_in must have src's batch size B={src.shape[0]}, got shape "
-                             f"{tuple(tgt_in.shape)}")
+            raise ValueError(
+                f"tgt_in must have src's batch size B={src.shape[0]}, got shape "
+                f"{tuple(tgt_in.shape)}"
+            )
         # 1) encode the source once; 2) decode the whole target prefix with teacher forcing
         memory, src_mask, encoder_self = self.encode(src, src_valid_lens)  # (B, S, D)
         logits, decoder_self, cross = self.decode(tgt_in, memory, src_mask)  # (B, T, V)
-        return logits, {"encoder_self": encoder_self, "decoder_self": decoder_self,
-                        "cross": cross}
+        return logits, {"encoder_self": encoder_self, "decoder_self": decoder_self, "cross": cross}
 
 
 def _token_id(value, name: str, vocab_size: int) -> int:
     """``value`` as an int if it is a token id in [0, vocab_size)."""
     value = check_int(value, name)
-    require(value < vocab_size, f"{name} must be a token id in [0, vocab_size={vocab_size}), "
-                                f"got {value}")
+    require(
+        value < vocab_size,
+        f"{name} must be a token id in [0, vocab_size={vocab_size}), got {value}",
+    )
     return value
 
 
 @torch.no_grad()
-def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, max_len: int, bos: int,
-                  eos: int | None = None, src_valid_lens: torch.Tensor | None = None,
-                  pad: int = 0, return_attention: bool = False):
+def greedy_decode(
+    model: Seq2SeqTransformer,
+    src: torch.Tensor,
+    max_len: int,
+    bos: int,
+    eos: int | None = None,
+    src_valid_lens: torch.Tensor | None = None,
+    pad: int = 0,
+    return_attention: bool = False,
+):
     """Generate up to ``max_len`` tokens per source, each time taking the most likely one.
 
     src (B, S); ``bos`` starts every target, ``eos`` (optional) ends one, ``pad`` (id 0 by
@@ -170,8 +223,9 @@ def greedy_decode(model: Seq2SeqTransformer, src: torch.Tensor, max_len: int, bo
         raise ValueError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
     max_len = check_int(max_len, "max_len", minimum=1)
     if max_len > model.max_len:
-        raise ValueError(f"max_len={max_len} exceeds the model's positional table "
-                         f"(max_len={model.max_len})")
+        raise ValueError(
+            f"max_len={max_len} exceeds the model's positional table (max_len={model.max_len})"
+        )
     bos = _token_id(bos, "bos", model.vocab_size)
     eos = None if eos is None else _token_id(eos, "eos", model.vocab_size)
     pad = _token_id(pad, "pad", model.vocab_size)

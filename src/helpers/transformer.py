@@ -18,24 +18,38 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from helpers.checks import (check_bool, check_bool_mask, check_head_mask, check_int,
-                            check_probability, check_real, check_tensor)
+from helpers.checks import (
+    check_bool,
+    check_bool_mask,
+    check_head_mask,
+    check_int,
+    check_probability,
+    check_real,
+    check_tensor,
+)
 from helpers.multihead import MultiHeadAttention
 
-__all__ = ["PositionWiseFFN", "LayerNorm", "batch_norm_tokens", "AddNorm", "EncoderBlock",
-           "DecoderBlock"]
+__all__ = [
+    "PositionWiseFFN",
+    "LayerNorm",
+    "batch_norm_tokens",
+    "AddNorm",
+    "EncoderBlock",
+    "DecoderBlock",
+]
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 _ANY_RANK_FROM_1 = range(1, 65)  # (…, D): at least the feature axis
 
 
-def _check_features(x, name: str, d_model: int, shape: str = "(B, T, D)",
-                    ndim=3) -> torch.Tensor:
+def _check_features(x, name: str, d_model: int, shape: str = "(B, T, D)", ndim=3) -> torch.Tensor:
     """``x`` if it is a floating tensor of rank ``ndim`` with ``d_model`` features last."""
     check_tensor(x, name, shape, ndim=ndim, floating=True)
     if x.shape[-1] != d_model:
-        raise ValueError(f"{name} must have d_model={d_model} features in the last axis, got "
-                         f"shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must have d_model={d_model} features in the last axis, got "
+            f"shape {tuple(x.shape)}"
+        )
     return x
 
 
@@ -48,14 +62,16 @@ class PositionWiseFFN(nn.Module):
     forward: (B, T, D) → (B, T, D) (any (…, D) works); positions never mix.
     """
 
-    def __init__(self, d_model: int, ffn_hidden: int, dropout: float = 0.0,
-                 activation: str = "relu"):
+    def __init__(
+        self, d_model: int, ffn_hidden: int, dropout: float = 0.0, activation: str = "relu"
+    ):
         super().__init__()
         d_model = check_int(d_model, "d_model", minimum=1)
         ffn_hidden = check_int(ffn_hidden, "ffn_hidden", minimum=1)
         if not isinstance(activation, str) or activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, "
-                             f"got {activation!r}")
+            raise ValueError(
+                f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
+            )
         self.activation_name = activation
         self.linear1 = nn.Linear(d_model, ffn_hidden)  # D → F
         self.activation = _ACTIVATIONS[activation]()
@@ -82,7 +98,7 @@ class LayerNorm(nn.Module):
         # eps < 0 lets var + eps reach 0 or below: inf or NaN outputs, never an error
         self.eps = check_real(eps, "eps", minimum=0)
         self.weight = nn.Parameter(torch.ones(self.d_model))  # (D,) gain γ
-        self.bias = nn.Parameter(torch.zeros(self.d_model))  # (D,) shift β
+        self.bias = nn.Parameter(torch.zeros(self.d_model))  # (D,) shift b
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, eps={self.eps}"
@@ -95,8 +111,9 @@ class LayerNorm(nn.Module):
         return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias  # (…, D)
 
 
-def batch_norm_tokens(x: torch.Tensor, valid: torch.Tensor | None = None,
-                      eps: float = 1e-5) -> torch.Tensor:
+def batch_norm_tokens(
+    x: torch.Tensor, valid: torch.Tensor | None = None, eps: float = 1e-5
+) -> torch.Tensor:
     """Batch normalisation of tokens, for comparison with :class:`LayerNorm`: each of the
     D features → mean 0, variance 1 over all B·T tokens of the batch (no learned scale).
 
@@ -111,8 +128,10 @@ def batch_norm_tokens(x: torch.Tensor, valid: torch.Tensor | None = None,
         valid = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
     check_bool_mask(valid, "valid", shape="(B, T)")
     if valid.shape != x.shape[:2]:
-        raise ValueError(f"valid must be a bool tensor of shape (B, T) = "
-                         f"{tuple(x.shape[:2])}, got {(tuple(valid.shape), valid.dtype)}")
+        raise ValueError(
+            f"valid must be a bool tensor of shape (B, T) = "
+            f"{tuple(x.shape[:2])}, got {(tuple(valid.shape), valid.dtype)}"
+        )
     weight = valid.to(device=x.device, dtype=x.dtype)[..., None]  # (B, T, 1)
     count = weight.sum().clamp_min(1)
     mean = (x * weight).sum(dim=(0, 1)) / count  # (D,)
@@ -134,8 +153,10 @@ class AddNorm(nn.Module):
         _check_features(x, "x", self.norm.d_model, "(…, D)", _ANY_RANK_FROM_1)
         check_tensor(sublayer_out, "sublayer_out", "(…, D)", floating=True)
         if sublayer_out.shape != x.shape:
-            raise ValueError(f"sublayer_out must have x's shape {tuple(x.shape)}, got "
-                             f"{tuple(sublayer_out.shape)}")
+            raise ValueError(
+                f"sublayer_out must have x's shape {tuple(x.shape)}, got "
+                f"{tuple(sublayer_out.shape)}"
+            )
         return self.norm(x + self.dropout(sublayer_out))  # (B, T, D)
 
 
@@ -164,23 +185,33 @@ class _Block(nn.Module):
                 ours.eps = theirs.eps
 
 
-
 def _torch_layer_settings(layer: nn.Module, kind: type, name: str) -> dict:
     """The constructor arguments of a block equal to an nn.Transformer*Layer."""
     if not isinstance(layer, kind):
         raise ValueError(f"{name} must be an nn.{kind.__name__}, got {type(layer).__name__}")
     act = layer.activation
-    activation = ("relu" if act in (F.relu,) or isinstance(act, nn.ReLU) else
-                  "gelu" if act in (F.gelu,) or isinstance(act, nn.GELU) else None)
+    activation = (
+        "relu"
+        if act in (F.relu,) or isinstance(act, nn.ReLU)
+        else "gelu"
+        if act in (F.gelu,) or isinstance(act, nn.GELU)
+        else None
+    )
     if activation is None or getattr(act, "approximate", "none") != "none":
         raise ValueError(f"{name}.activation must be relu or (exact) gelu, got {act!r}")
-    parts = [layer.linear1, layer.linear2] + [m for n, m in layer.named_children()
-                                              if n.startswith("norm")]
+    parts = [layer.linear1, layer.linear2] + [
+        m for n, m in layer.named_children() if n.startswith("norm")
+    ]
     if any(m.bias is None for m in parts):
         raise ValueError(f"{name} must be built with bias=True (this block always has biases)")
-    return dict(d_model=layer.linear1.in_features, num_heads=layer.self_attn.num_heads,
-                ffn_hidden=layer.linear1.out_features, dropout=layer.dropout.p,
-                norm_first=bool(layer.norm_first), activation=activation)
+    return dict(
+        d_model=layer.linear1.in_features,
+        num_heads=layer.self_attn.num_heads,
+        ffn_hidden=layer.linear1.out_features,
+        dropout=layer.dropout.p,
+        norm_first=bool(layer.norm_first),
+        activation=activation,
+    )
 
 
 class EncoderBlock(_Block):
@@ -198,8 +229,15 @@ class EncoderBlock(_Block):
     ``(out (B, T, D), weights (B, H, T, T))``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, ffn_hidden: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu"):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        ffn_hidden: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+    ):
         super().__init__()
         self.ffn = PositionWiseFFN(d_model, ffn_hidden, dropout, activation)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
@@ -213,17 +251,19 @@ class EncoderBlock(_Block):
         _check_features(x, "x", self.d_model)
         check_tensor(x, "x", "(B, T, D)", dtype=self.self_attn.w_o.weight.dtype)
         if mask is not None:
-            check_head_mask(mask, "mask", (x.shape[0], self.self_attn.num_heads, x.shape[1],
-                                           x.shape[1]))
+            check_head_mask(
+                mask, "mask", (x.shape[0], self.self_attn.num_heads, x.shape[1], x.shape[1])
+            )
         # 1) self-attention: every position looks at every (unmasked) position
-        x, weights = self._sublayer(self.add_norm1, x,
-                                    lambda h: self.self_attn(h, h, h, mask))  # (B, T, D)
+        x, weights = self._sublayer(
+            self.add_norm1, x, lambda h: self.self_attn(h, h, h, mask)
+        )  # (B, T, D)
         # 2) position-wise feed-forward network
         x, _ = self._sublayer(self.add_norm2, x, lambda h: (self.ffn(h), None))  # (B, T, D)
         return x, weights  # (B, T, D), (B, H, T, T)
 
     @classmethod
-    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderBlock":
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> EncoderBlock:
         """An EncoderBlock holding (copies of) the weights of an ``nn.TransformerEncoderLayer``
         (relu or gelu, with biases), same ``norm_first``, eps, dropout, device and dtype.
         Call it with batch-first inputs (B, T, D) whatever the layer's ``batch_first``."""
@@ -251,29 +291,43 @@ class DecoderBlock(_Block):
     self_weights (B, H, T, T), cross_weights (B, H, T, S))``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, ffn_hidden: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu"):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        ffn_hidden: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+    ):
         super().__init__()
         self.ffn = PositionWiseFFN(d_model, ffn_hidden, dropout, activation)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.add_norm1, self.add_norm2, self.add_norm3 = (AddNorm(d_model, dropout)
-                                                          for _ in range(3))
+        self.add_norm1, self.add_norm2, self.add_norm3 = (
+            AddNorm(d_model, dropout) for _ in range(3)
+        )
         self.d_model, self.norm_first = int(d_model), check_bool(norm_first, "norm_first")
 
     norm1 = property(lambda self: self.add_norm1.norm)
     norm2 = property(lambda self: self.add_norm2.norm)
     norm3 = property(lambda self: self.add_norm3.norm)
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor,
-                self_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None):
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        self_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+    ):
         _check_features(x, "x", self.d_model)
         _check_features(memory, "memory", self.d_model, "(B, S, D)")
         check_tensor(x, "x", "(B, T, D)", dtype=self.self_attn.w_o.weight.dtype)
         check_tensor(memory, "memory", "(B, S, D)", dtype=self.cross_attn.w_o.weight.dtype)
         if memory.shape[0] != x.shape[0]:
-            raise ValueError(f"memory must have x's batch size B={x.shape[0]}, got shape "
-                             f"{tuple(memory.shape)}")
+            raise ValueError(
+                f"memory must have x's batch size B={x.shape[0]}, got shape {tuple(memory.shape)}"
+            )
         (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.num_heads
         if self_mask is not None:
             check_head_mask(self_mask, "self_mask", (B, H, T, T))
@@ -281,16 +335,18 @@ class DecoderBlock(_Block):
             check_head_mask(memory_mask, "memory_mask", (B, H, T, S))
         # 1) masked self-attention over the target prefix
         x, self_weights = self._sublayer(
-            self.add_norm1, x, lambda h: self.self_attn(h, h, h, self_mask))  # (B, T, D)
+            self.add_norm1, x, lambda h: self.self_attn(h, h, h, self_mask)
+        )  # (B, T, D)
         # 2) cross-attention: queries from the decoder, keys and values from the encoder
         x, cross_weights = self._sublayer(
-            self.add_norm2, x, lambda h: self.cross_attn(h, memory, memory, memory_mask))
+            self.add_norm2, x, lambda h: self.cross_attn(h, memory, memory, memory_mask)
+        )
         # 3) position-wise feed-forward network
         x, _ = self._sublayer(self.add_norm3, x, lambda h: (self.ffn(h), None))  # (B, T, D)
         return x, self_weights, cross_weights  # (B, T, D), (B, H, T, T), (B, H, T, S)
 
     @classmethod
-    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
         """A DecoderBlock holding (copies of) the weights of an ``nn.TransformerDecoderLayer``
         (``self_attn`` → ``self_attn``, ``multihead_attn`` → ``cross_attn``, linear1/2,
         norm1..3). Call it with batch-first inputs."""

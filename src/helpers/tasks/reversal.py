@@ -6,7 +6,7 @@ For the source ``4 7 1`` the decoder reads ``BOS 1 7 4`` (``tgt_in``, teacher fo
 must predict ``1 7 4 EOS`` (``tgt_out``). Everything is generated in code from a seed;
 nothing is downloaded. The model is :class:`helpers.seq2seq.Seq2SeqTransformer`.
 
-Shapes: B batch, S source positions, T target positions, V vocabulary, L digits.
+Shapes: B batch, S source positions (the digit count), T = S + 1 target positions, V vocabulary.
 """
 
 from __future__ import annotations
@@ -20,22 +20,37 @@ from tqdm.auto import tqdm
 from helpers.checks import check_bool, check_int, check_real, check_tensor, require
 from helpers.seq2seq import Seq2SeqTransformer, greedy_decode
 
-__all__ = ["PAD_ID", "BOS_ID", "EOS_ID", "FIRST_DIGIT", "VOCAB_SIZE", "reversal_batch",
-           "source_valid_lens", "reversal_model", "train_seq2seq", "token_accuracy",
-           "stability_run"]
+__all__ = [
+    "PAD_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "FIRST_DIGIT",
+    "VOCAB_SIZE",
+    "reversal_batch",
+    "source_valid_lens",
+    "reversal_model",
+    "train_seq2seq",
+    "token_accuracy",
+    "stability_run",
+]
 
 PAD_ID, BOS_ID, EOS_ID, FIRST_DIGIT = 0, 1, 2, 3
 VOCAB_SIZE = FIRST_DIGIT + 10
+_OPTIMIZERS = {"adam": torch.optim.Adam, "radam": torch.optim.RAdam}
 
 
 def _check_generator(generator) -> None:
-    require(generator is None or isinstance(generator, torch.Generator),
-            f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    require(
+        generator is None or isinstance(generator, torch.Generator),
+        f"generator must be a torch.Generator or None, got {type(generator).__name__}",
+    )
 
 
 def _check_model(model) -> None:
-    require(isinstance(model, Seq2SeqTransformer),
-            f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
+    require(
+        isinstance(model, Seq2SeqTransformer),
+        f"model must be a Seq2SeqTransformer, got {type(model).__name__}",
+    )
 
 
 def _check_lengths(length, min_length) -> tuple[int, int]:
@@ -47,12 +62,16 @@ def _check_lengths(length, min_length) -> tuple[int, int]:
     return length, lo
 
 
-def reversal_batch(batch_size: int, length: int, generator: torch.Generator | None = None,
-                   min_length: int | None = None):
-    """A batch of the reversal task: ``(src (B, L), tgt_in (B, L+1), tgt_out (B, L+1))``.
+def reversal_batch(
+    batch_size: int,
+    length: int,
+    generator: torch.Generator | None = None,
+    min_length: int | None = None,
+):
+    """A batch of the reversal task: ``(src (B, S), tgt_in (B, S+1), tgt_out (B, S+1))``.
 
-    Every source has ``length`` = L digits, or, with ``min_length``, a random length in
-    [min_length, L] padded with PAD_ID. ``tgt_out`` is the reversed digits then EOS_ID
+    Every source has ``length`` = S digits, or, with ``min_length``, a random length in
+    [min_length, S] padded with PAD_ID. ``tgt_out`` is the reversed digits then EOS_ID
     (then PAD_ID); ``tgt_in`` is BOS_ID then the reversed digits (then PAD_ID). Draws from
     ``generator`` (torch's global generator if None). ``batch_size`` may be 0.
     """
@@ -61,12 +80,13 @@ def reversal_batch(batch_size: int, length: int, generator: torch.Generator | No
     _check_generator(generator)
     digits = torch.randint(FIRST_DIGIT, VOCAB_SIZE, (batch_size, length), generator=generator)
     lens = torch.randint(lo, length + 1, (batch_size, 1), generator=generator)  # (B, 1)
-    positions = torch.arange(length + 1)  # (L+1,)
-    src = digits.masked_fill(positions[:length] >= lens, PAD_ID)  # (B, L)
-    source_index = (lens - 1 - positions).clamp(0, length - 1)  # (B, L+1): reversed order
-    tgt_out = torch.gather(src, 1, source_index)  # (B, L+1)
-    tgt_out = torch.where(positions < lens, tgt_out,
-                          torch.where(positions == lens, EOS_ID, PAD_ID))  # digits, EOS_ID, PAD_ID
+    positions = torch.arange(length + 1)  # (S+1,)
+    src = digits.masked_fill(positions[:length] >= lens, PAD_ID)  # (B, S)
+    source_index = (lens - 1 - positions).clamp(0, length - 1)  # (B, S+1): reversed order
+    tgt_out = torch.gather(src, 1, source_index)  # (B, S+1)
+    tgt_out = torch.where(
+        positions < lens, tgt_out, torch.where(positions == lens, EOS_ID, PAD_ID)
+    )  # digits, EOS_ID, PAD_ID
     tgt_in = torch.cat([torch.full((batch_size, 1), BOS_ID), tgt_out[:, :-1]], dim=1)
     return src, tgt_in.masked_fill(tgt_in == EOS_ID, PAD_ID), tgt_out
 
@@ -75,8 +95,9 @@ def source_valid_lens(src: torch.Tensor) -> torch.Tensor:
     """The number of non-PAD_ID tokens of each source: integer ids (B, S) → (B,)."""
     check_tensor(src, "src", "(B, S)", ndim=2)
     if src.is_floating_point() or src.is_complex() or src.dtype == torch.bool:
-        raise ValueError(f"src must be an integer tensor of token ids (B, S), got dtype "
-                         f"{src.dtype}")
+        raise ValueError(
+            f"src must be an integer tensor of token ids (B, S), got dtype {src.dtype}"
+        )
     return (src != PAD_ID).sum(dim=-1)
 
 
@@ -84,8 +105,15 @@ def reversal_model(seed: int = 0, **overrides) -> Seq2SeqTransformer:
     """The chapter's tiny model, seeded: D=64, H=4, F=128, 2+2 layers, max_len 16 (any
     argument of :class:`Seq2SeqTransformer` can be overridden)."""
     seed = check_int(seed, "seed")
-    config = dict(vocab_size=VOCAB_SIZE, d_model=64, num_heads=4, ffn_hidden=128,
-                  num_encoder_layers=2, num_decoder_layers=2, max_len=16)
+    config = dict(
+        vocab_size=VOCAB_SIZE,
+        d_model=64,
+        num_heads=4,
+        ffn_hidden=128,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        max_len=16,
+    )
     config.update(overrides)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -93,9 +121,14 @@ def reversal_model(seed: int = 0, **overrides) -> Seq2SeqTransformer:
 
 
 @torch.no_grad()
-def token_accuracy(model: Seq2SeqTransformer, num_sequences: int = 1000, seed: int = 10_000,
-                   length: int = 8, min_length: int | None = None,
-                   batch_size: int = 500) -> float:
+def token_accuracy(
+    model: Seq2SeqTransformer,
+    num_sequences: int = 1000,
+    seed: int = 10_000,
+    length: int = 8,
+    min_length: int | None = None,
+    batch_size: int = 500,
+) -> float:
     """Fraction of target tokens (digits and EOS_ID) that greedy decoding gets right on
     ``num_sequences`` held-out sequences drawn from ``seed`` (pick one the training did
     not use). A sequence that stops early counts its missing tokens as wrong."""
@@ -109,19 +142,31 @@ def token_accuracy(model: Seq2SeqTransformer, num_sequences: int = 1000, seed: i
         n = min(batch_size, num_sequences - start)
         src, _, tgt_out = reversal_batch(n, length, generator, min_length)
         out = greedy_decode(model, src, length + 1, BOS_ID, EOS_ID, source_valid_lens(src))
-        out = F.pad(out, (0, tgt_out.shape[1] - out.shape[1]), value=PAD_ID)  # (B, L+1)
+        out = F.pad(out, (0, tgt_out.shape[1] - out.shape[1]), value=PAD_ID)  # (B, S+1)
         real = tgt_out != PAD_ID
         correct += int(((out == tgt_out) & real).sum())
         total += int(real.sum())
     return correct / total
 
 
-def train_seq2seq(model: Seq2SeqTransformer, steps: int, batch_size: int = 64,
-                  lr: float = 1e-3, warmup_steps: int = 0, seed: int = 0,
-                  progress: bool = False, length: int = 8, min_length: int | None = None,
-                  eval_every: int | None = None, target_accuracy: float | None = None,
-                  eval_sequences: int = 500) -> dict:
-    """Train on fresh reversal batches with Adam, cross-entropy ignoring PAD_ID.
+def train_seq2seq(
+    model: Seq2SeqTransformer,
+    steps: int,
+    batch_size: int = 64,
+    lr: float = 1e-3,
+    warmup_steps: int = 0,
+    seed: int = 0,
+    progress: bool = False,
+    length: int = 8,
+    min_length: int | None = None,
+    eval_every: int | None = None,
+    target_accuracy: float | None = None,
+    eval_sequences: int = 500,
+    stop_loss: float | None = None,
+    optimizer: str = "adam",
+) -> dict:
+    """Train on fresh reversal batches with Adam (or ``optimizer="radam"``: RAdam, Liu et
+    al. 2020), cross-entropy ignoring PAD_ID.
 
     The learning rate rises linearly from lr/warmup_steps to ``lr`` over ``warmup_steps``
     steps, then stays. Batches come from a generator seeded with ``seed`` and the global
@@ -129,7 +174,8 @@ def train_seq2seq(model: Seq2SeqTransformer, steps: int, batch_size: int = 64,
     repeatable given the model's initial weights. With ``progress=True`` a tqdm bar shows the steps (off by default, so a saved notebook keeps no bar).
     With ``eval_every`` (a positive number of steps; None or 0: never), :func:`token_accuracy`
     (held-out seed 10 000) is measured every so many steps, and training stops once it
-    reaches ``target_accuracy`` (in [0, 1]).
+    reaches ``target_accuracy`` (in [0, 1]). With ``stop_loss`` (a positive number),
+    training stops once the mean training loss of the last 5 steps is below it.
 
     Returns a dict: ``"loss"`` and ``"lr"`` per step, ``"accuracy"`` a list of
     ``(step, accuracy)``, ``"steps"`` done, ``"seconds"`` of wall time (evaluation included).
@@ -146,9 +192,16 @@ def train_seq2seq(model: Seq2SeqTransformer, steps: int, batch_size: int = 64,
     if target_accuracy is not None:
         target_accuracy = check_real(target_accuracy, "target_accuracy", minimum=0, maximum=1)
     eval_sequences = check_int(eval_sequences, "eval_sequences", minimum=1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    if stop_loss is not None:
+        stop_loss = check_real(stop_loss, "stop_loss", minimum=0, exclusive_minimum=True)
+    require(
+        isinstance(optimizer, str) and optimizer in _OPTIMIZERS,
+        f"optimizer must be one of {sorted(_OPTIMIZERS)}, got {optimizer!r}",
+    )
+    optimizer = _OPTIMIZERS[optimizer](model.parameters(), lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0)
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
+    )
     generator = torch.Generator().manual_seed(seed)
     history = {"loss": [], "lr": [], "accuracy": [], "steps": 0}
     start = time.perf_counter()
@@ -158,8 +211,7 @@ def train_seq2seq(model: Seq2SeqTransformer, steps: int, batch_size: int = 64,
         for step in tqdm(range(1, steps + 1), disable=not progress, desc="training"):
             src, tgt_in, tgt_out = reversal_batch(batch_size, length, generator, min_length)
             logits, _ = model(src, tgt_in, source_valid_lens(src))  # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(),
-                                   ignore_index=PAD_ID)
+            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD_ID)
             optimizer.zero_grad()
             loss.backward()
             history["lr"].append(optimizer.param_groups[0]["lr"])
@@ -167,9 +219,12 @@ def train_seq2seq(model: Seq2SeqTransformer, steps: int, batch_size: int = 64,
             schedule.step()
             history["loss"].append(loss.item())
             history["steps"] = step
+            if stop_loss is not None and step >= 5 and sum(history["loss"][-5:]) / 5 < stop_loss:
+                break
             if eval_every and step % eval_every == 0:
-                accuracy = token_accuracy(model, eval_sequences, length=length,
-                                          min_length=min_length)
+                accuracy = token_accuracy(
+                    model, eval_sequences, length=length, min_length=min_length
+                )
                 model.train()
                 history["accuracy"].append((step, accuracy))
                 if target_accuracy is not None and accuracy >= target_accuracy:
@@ -178,16 +233,44 @@ def train_seq2seq(model: Seq2SeqTransformer, steps: int, batch_size: int = 64,
     return history
 
 
-def stability_run(norm_first: bool, warmup_steps: int, lr: float = 1e-2, steps: int = 100,
-                  seed: int = 0, num_layers: int = 4, d_model: int = 32,
-                  batch_size: int = 32) -> list[float]:
-    """Training losses (one per step) of a deeper, narrower model (``num_layers`` encoder and
-    decoder layers, D = ``d_model``) at a high ``lr``, for comparing post-LN and pre-LN with
-    and without warm-up. With the defaults (seed 0; mean loss of the last 20 steps),
-    post-LN without warm-up ends near 1.76 and the other three between 0.26 and 0.76."""
+def stability_run(
+    norm_first: bool,
+    warmup_steps: int,
+    lr: float = 1e-2,
+    steps: int = 100,
+    seed: int = 0,
+    num_layers: int = 4,
+    d_model: int = 32,
+    batch_size: int = 32,
+    length: int = 8,
+    stop_loss: float | None = None,
+    optimizer: str = "adam",
+) -> list[float]:
+    """Training losses (one per step) of a narrow model (``num_layers`` encoder and decoder
+    layers, D = ``d_model``, F = 2D, 4 heads) on sources of ``length`` digits at a high
+    ``lr``, for comparing post-LN and pre-LN with and without warm-up. With ``stop_loss``
+    the run stops once the mean loss of its last 5 steps is below it, so the number of
+    losses returned is the number of steps it took to learn (or ``steps`` if it never did).
+    ``optimizer`` is "adam" or "radam"."""
     d_model = check_int(d_model, "d_model", minimum=1)
-    model = reversal_model(seed, d_model=d_model, num_heads=4, ffn_hidden=2 * d_model,
-                           num_encoder_layers=num_layers, num_decoder_layers=num_layers,
-                           norm_first=norm_first)
-    return train_seq2seq(model, steps, batch_size=batch_size, lr=lr,
-                         warmup_steps=warmup_steps, seed=seed, progress=False)["loss"]
+    model = reversal_model(
+        seed,
+        d_model=d_model,
+        num_heads=4,
+        ffn_hidden=2 * d_model,
+        num_encoder_layers=num_layers,
+        num_decoder_layers=num_layers,
+        norm_first=norm_first,
+    )
+    return train_seq2seq(
+        model,
+        steps,
+        batch_size=batch_size,
+        lr=lr,
+        warmup_steps=warmup_steps,
+        seed=seed,
+        progress=False,
+        length=length,
+        stop_loss=stop_loss,
+        optimizer=optimizer,
+    )["loss"]
