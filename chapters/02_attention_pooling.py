@@ -601,7 +601,7 @@ fig.tight_layout()
 # $w$ that gradient descent was still creeping downhill after 400 epochs, short of the loss's
 # lowest point.
 #
-# That is no coincidence. A held-out target is the true curve plus fresh noise that the
+# That the learned bandwidth lands near the best one at all is no coincidence. A held-out target is the true curve plus fresh noise that the
 # prediction has not seen, so the leave-one-out loss estimates the error against the true
 # curve *plus the noise variance*, the last line of the printout above. The noise variance is
 # a floor: on average, no honest predictor gets below it on targets it has not seen (on a
@@ -867,8 +867,8 @@ print("score -> softmax -> weighted average reproduces the trained model")
 #   single points, too wide tends to average pooling. On this data the test error is U-shaped
 #   with its minimum near $\sigma = 0.3$.
 # - Learning $w$ by gradient descent with each training point left out of its own keys gives
-#   $w \approx 3.95$ ($\sigma \approx 0.25$), sharper than $\sigma = 1$ and close to the
-#   best bandwidth. Without leave-one-out, $w \to \infty$ drives the training loss to 0: the
+#   $w \approx 3.95$ ($\sigma \approx 0.25$) on this data, sharper than $\sigma = 1$ and close
+#   to the best bandwidth (on other draws, within about a factor of two of it). Without leave-one-out, $w \to \infty$ drives the training loss to 0: the
 #   model memorises the training set, and on this data its test error rose to twice the
 #   leave-one-out model's within 400 epochs.
 # - Score, softmax, weighted average: the general recipe. The Gaussian score is the first of

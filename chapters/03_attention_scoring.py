@@ -874,7 +874,9 @@ assert all(0.25 < b < 0.31 for b in by_d), f"1/d weights {by_d} not near 0.28"
 
 # %% [markdown]
 # With $\sqrt d$ the weight on the source goes from 0.76 at $d = 16$ to 0.99 at $d = 64$ and
-# 1.00 from $d = 256$ on: correlated queries and keys saturate the softmax *after* scaling.
+# 1.00 from $d = 256$ on: queries that agree with their source key in every feature, as
+# here, saturate the softmax *after* scaling. (Agreement confined to a few fixed features
+# would not: its matched score would not grow with $d$.)
 # Divided by $d$, the matched score stays near 1 and the weight stays near 0.28 at every
 # width. Trained queries and keys are correlated (that is what learning to match means), so
 # $\sqrt d$ fixes the scale at initialisation and does not bound the scores of a trained
@@ -1215,6 +1217,45 @@ print("At T = 1024, additive scoring is more than ten times slower than dot-prod
 # Dividing by $\sqrt d$ adds one multiplication per score, $T^2$ in all, to the $T^2 d$
 # multiply-adds of the product.
 #
+# ## Why separate queries, keys and values?
+#
+# So far the queries, keys and values were given. In **[self-attention](../book/glossary.md#term-self-attention)** all three come
+# from one sequence $\mathbf x_1, \ldots, \mathbf x_T$, through three learned projections:
+#
+# $$
+# \mathbf q_i = \mathbf W_Q \mathbf x_i, \qquad
+# \mathbf k_i = \mathbf W_K \mathbf x_i, \qquad
+# \mathbf v_i = \mathbf W_V \mathbf x_i .
+# $$
+#
+# Why three, instead of using $\mathbf x_i$ itself in all three roles? Because the roles
+# differ:
+#
+# - the **query** says what position $i$ is looking for: "which other positions should I
+#   attend to?";
+# - the **key** says what position $j$ offers to be found by: "what do I contain that others
+#   may look for?";
+# - the **value** says what position $j$ hands over once found: "what information do I pass
+#   on?".
+#
+# Take a verb looking for its subject: its query asks for "a noun before me that can act",
+# the key of a noun advertises "I am a noun that can act", and the noun's value carries what
+# the noun means. The features that decide *whether* to attend and the features that are
+# *passed on* need not be the same, and a separate $\mathbf W_V$ decouples them.
+#
+# Using $\mathbf x$ for both queries and keys also has two measurable defects. The scores
+# $\mathbf x_i^\top \mathbf x_j$ are **symmetric**: position $i$ scores $j$ exactly as $j$
+# scores $i$, although a verb seeking its subject is not the subject seeking its verb. And by
+# the Cauchy–Schwarz inequality $\mathbf x_i^\top \mathbf x_j \le \lVert \mathbf x_i \rVert
+# \lVert \mathbf x_j \rVert$, so when all the vectors have the same length each position
+# scores **itself** highest and attends most to itself. (With unequal lengths this is
+# typical but not guaranteed: a longer vector pointing nearly the same way can outscore a
+# position's own.) Separate projections remove both defects: the score
+# $(\mathbf W_Q \mathbf x_i)^\top (\mathbf W_K \mathbf x_j) = \mathbf x_i^\top
+# \mathbf W_Q^\top \mathbf W_K \mathbf x_j$ is a bilinear score with
+# $\mathbf W = \mathbf W_Q^\top \mathbf W_K$, which need not be symmetric and need not favour
+# the diagonal. Six positions with eight features each, all of the same length:
+#
 
 # %% mystnb={"image": {"alt": "Two heatmaps of self-attention weights for six positions. Left, queries and keys both equal to x: the diagonal is the brightest cell of every row and the pattern is nearly symmetric about it. Right, with separate projections: in most rows the brightest cell is off the diagonal, and the pattern is not symmetric."}}
 set_seed(6)
@@ -1286,8 +1327,8 @@ for module in [AdditiveAttention(12, 20, hidden_dim=16), BilinearAttention(12, 2
 #   learnable, accepts $d_q \ne d_k$; the "MLP on $[\mathbf q; \mathbf k]$" is the same function
 #   with $\mathbf W_1 = [\mathbf W_q \; \mathbf W_k]$, computed with far more arithmetic. At
 #   $h = d$ it does about as many multiply-adds as the dot product, but its $QKh$ $\tanh$
-#   evaluations and $(Q, K, h)$ intermediate tensor make it by far the slowest scorer
-#   (measured). Without a bias inside the $\tanh$ it is an odd function of
+#   evaluations and $(Q, K, h)$ intermediate tensor make it and its concatenated form by far the
+#   slowest scorers (measured). Without a bias inside the $\tanh$ it is an odd function of
 #   $(\mathbf q, \mathbf k)$; on data that look the same with every sign flipped, an odd score
 #   picks the right key at most half the time (exercise 4). An inner bias, or any constant
 #   component of the queries, removes that limit (exercise 2).
@@ -1305,9 +1346,10 @@ for module in [AdditiveAttention(12, 20, hidden_dim=16), BilinearAttention(12, 2
 #   measurement of 1000 queries, 16 keys each, squared loss on the output; with fewer keys
 #   the crossing comes at a smaller $d$, with more at a larger one, and for a cross-entropy
 #   over the keys the unscaled gradient is the larger at every $d$ measured). Dividing by $\sqrt d$ makes all of that independent of $d$
-#   for independent queries and keys, as at initialisation. Correlated ones, like trained
-#   queries and keys, still saturate after scaling, which is why μP divides by $d$ and many
-#   large models normalise queries and keys.
+#   for independent queries and keys, as at initialisation. Queries that agree with their
+#   keys in every feature, as in the running example, still saturate after scaling as $d$
+#   grows, so $\sqrt d$ does not bound the scores of a trained model; hence μP divides by
+#   $d$ and many large models normalise queries and keys.
 # - A **temperature** $\tau$ interpolates between uniform weights ($\tau \to \infty$) and the
 #   **hardmax** ($\tau \to 0$); $\sqrt d$ is a temperature. The hardmax is a step
 #   function of the scores with zero gradient, and sampled hard attention needs noisy gradient
@@ -1316,7 +1358,8 @@ for module in [AdditiveAttention(12, 20, hidden_dim=16), BilinearAttention(12, 2
 #   almost everywhere.
 # - Self-attention projects each input into a separate query, key and value, because looking,
 #   being found and passing on are different jobs; $\mathbf q = \mathbf k = \mathbf x$ would
-#   make the scores symmetric and make each position attend mostly to itself.
+#   make the scores symmetric and, when all inputs have the same length, make each position
+#   attend most to itself.
 # - Giving `DotProductAttention` queries and keys of different sizes raises a `ValueError`
 #   that suggests additive or bilinear attention.
 #

@@ -472,7 +472,8 @@ for length in [3, 7, 50]:
 # to 1, so every output lies in the convex hull of the values. The weights depend on the input
 # in a strongly nonlinear way, through the softmax of the scores (doubling the input does not
 # double the output, as the cell below shows), but once they are computed the layer can only
-# mix values; it cannot transform the features within a position. A Transformer therefore
+# mix values: within a position it applies nothing but the linear map $W_v$, shared by all
+# positions, and no nonlinearity. A Transformer therefore
 # alternates it with a
 # [position-wise feed-forward network](../book/glossary.md#term-position-wise-feed-forward-network-FFN), an MLP
 # applied to every position separately with shared weights, which processes *within* a

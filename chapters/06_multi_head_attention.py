@@ -612,7 +612,7 @@ print(f"(*) {100 * majority:.1f}%: guessing the colour most common among the oth
 # between 1.5 and 2.0 nats, where uniform weights have 2.08): it tilts its one distribution
 # towards one neighbour rather than making any sharp lookup.
 #
-# These details belong to this training (Adam, learning rate 0.03, 80 steps). In checks not
+# These details belong to this training (Adam, learning rate 0.03, 80 steps) and this width. In checks not
 # shown here, both models were retrained with one setting changed at a time, five seeds
 # each. Trained many times longer, the three-head model still solved everything, and the
 # single head kept one neighbour and stayed near the guess on the other, but its twin-colour
@@ -623,7 +623,9 @@ print(f"(*) {100 * majority:.1f}%: guessing the colour most common among the oth
 # learning rate, training became unstable for both: the three-head model failed the twin
 # colour in every seed, and the single head made a *sharp* lookup of one neighbour (entropy
 # near zero) instead of a tilted blur. That setting compares two failed trainings and says
-# nothing about heads. So the entropy band and the twin-colour number above describe this
+# nothing about heads. A wider model at this learning rate (also in a check not shown) gave
+# the single head the same sharp lookup of one neighbour, while the three heads still made
+# three sharp lookups. So the entropy band and the twin-colour number above describe this
 # training; the outcome (one neighbour, no three lookups) held in every run that trained.
 #
 # So in this model, one attention layer with no residual connection and a linear read-out,

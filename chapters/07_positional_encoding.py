@@ -970,8 +970,8 @@ assert recovered[1024] == [1.0, 1.0, 1.0] and recovered[16][0] < 0.5, f"got {rec
 
 
 # %% [markdown]
-# At $D = 16$ the two parts interfere: a quarter of the words and half of the positions are
-# read back correctly. From $D = 64$ every word of this sentence is recovered, and positions are recovered to
+# At $D = 16$ the two parts interfere: in this draw, a quarter of the words and half of the
+# positions are read back correctly. From $D = 64$ every word of this sentence is recovered, and positions are recovered to
 # within one place (telling exact neighbours apart is the hardest part, since their codes are
 # the most alike). That is one random draw (seed 0); with other draws, at $D = 64$ a word is
 # sometimes misread or a position placed two or more off, so "every" belongs to this draw,

@@ -230,12 +230,18 @@ fig.tight_layout()
 # under the learning rate that suits its last layer. Depth alone did not cause that: with the
 # $\tanh$-matched initialisation the *same* 30-layer plain stack passes the gradient back
 # within a factor of 10, and its first layer even gets the larger gradient. What the residual connections
-# change is how much the answer depends on the initialisation. Change only the initialisation,
-# and the plain stack's spread of gradient norms across layers goes from under 10 to over
-# $10^6$; the residual stack's stays below 20 under both. Residual connections do not make every
-# layer's gradient the same size, though: under Xavier initialisation the residual stack's
-# spread (about 12) is larger than the plain stack's, because the stream grows as each layer
-# adds its output to it. Nor is the robustness independent of depth (the second table:
+# change is how much the answer depends on the initialisation. In this set-up (width 64, the
+# mean square of the last layer's output as the loss), change only the initialisation, and the
+# plain stack's spread of gradient norms across layers goes from under 10 to over $10^6$; the
+# residual stack's stays below 20 under both. These bounds belong to this set-up: the spreads
+# move with the width and with the loss (with another loss or a larger width the Xavier plain
+# stack's spread can pass 10), while the gap of several orders of magnitude between the two
+# initialisations of the plain stack is what stays. Residual connections do not make every
+# layer's gradient the same size, though: with this loss, under Xavier initialisation the
+# residual stack's spread (about 12) is larger than the plain stack's (not with every loss).
+# The gradient grows on its way back to the input: each factor $I + J_l$ passes it on and,
+# under this initialisation, also stretches it. (The growing stream works the other way: a
+# later layer's weight gradient is scaled by its larger input.) Nor is the robustness independent of depth (the second table:
 # the same stacks at 60 and 100 layers, medians over the same five seeds). Under Xavier
 # initialisation with the $\tanh$ gain the plain stack's gradients now *grow* towards the
 # input, to a spread of about 6000 at 100 layers, and the residual stack's spread grows too,
@@ -971,7 +977,8 @@ fig.tight_layout()
 #
 # All of this is one run (seed 0), stopped at step 150. The chapter does not measure how
 # other seeds end, nor how this run would end at another step, so read the 99 % as one run's
-# result, not as something the recipe guarantees.
+# result, not as something the recipe guarantees: with another seed the same 150 steps can
+# end well short of 99 %.
 #
 # The loss is already below 2.05 by step 25. The digits of a target are drawn independently,
 # so a model that ignores the source can do no better on average than $\log 10$ on each of the 8
@@ -1284,9 +1291,9 @@ fig.tight_layout()
 #
 # Five comparisons held on every CPU configuration we tried, although the exact counts did
 # not: post-LN with Adam and no warm-up had the slowest median and was the only setting in
-# which some run had not learned after 150 steps; warm-up made post-LN learn faster in every
-# seed; for pre-LN, warm-up helped in some seeds and cost steps in others; and replacing Adam
-# by RAdam, with no warm-up, also made post-LN learn faster in every seed, about as fast as
+# which some run had not learned after 150 steps; warm-up made post-LN learn faster in each of
+# these five seeds; for pre-LN, warm-up helped in some seeds and cost steps in others; and replacing Adam
+# by RAdam, with no warm-up, also made post-LN learn faster in each of these seeds, about as fast as
 # Adam with warm-up (medians less than 20 steps apart). Pre-LN without warm-up and post-LN
 # with warm-up ended close, with medians less than 25 steps apart. So in this
 # one-block experiment, at this learning rate, pre-LN did not need warm-up and post-LN did,
@@ -1301,7 +1308,10 @@ fig.tight_layout()
 # seeds. Before generalising, rerun it with one factor changed (`lr`, or `num_layers=2` in
 # `stability_run`): whether pre-LN still learns as fast without warm-up in a deeper stack is
 # exactly what the depth argument is about, and this model cannot show it. The exact step counts move with the seed and even with the CPU, so read the
-# medians as rough. The ordering of the worst case matches what Xiong et al. report for full-size models
+# medians as rough, and the per-seed comparisons as statements about these five seeds: another
+# set of seeds can include a post-LN run that warm-up slows, or none in which warm-up slows
+# pre-LN. What separates the settings more reliably is the worst case, the runs that never
+# learned. The ordering of the worst case matches what Xiong et al. report for full-size models
 # (their section 4), and it is one reason most recent Transformers are pre-LN. (The chapter's
 # own model uses a moderate learning rate with a short warm-up; whether it needs the warm-up at
 # that rate is not tested here.)
@@ -1331,7 +1341,7 @@ for name, call in bad_inputs.items():
 # ## Summary
 #
 # - A **residual connection** $h + F(h)$ puts an identity term into every layer's Jacobian: in a
-#   30-layer tanh stack the plain network's gradients spread over seven orders of magnitude
+#   30-layer tanh stack of width 64, with this chapter's loss, the plain network's gradients spread over seven orders of magnitude
 #   under PyTorch's default initialisation and under one order under Xavier's with the tanh
 #   gain, while the residual network's stayed within a factor of 20 under both. Depth alone
 #   does not make gradients vanish; at that depth residual connections made them robust to the
@@ -1359,8 +1369,9 @@ for name, call in bad_inputs.items():
 #   task requires.
 # - In a small model (one block each side) at one high learning rate (five seeds), **post-LN** without **warm-up** was
 #   the slowest to learn and the only setting with runs that had not learned after 150 steps;
-#   warm-up sped up post-LN in every seed, while for pre-LN its effect changed sign with the
-#   seed. Xiong et al. blame the post-LN gradients near the output at initialisation, Liu et
+#   warm-up sped up post-LN in each of the five seeds, while for pre-LN its effect changed sign
+#   with the seed. Those per-seed signs belong to these five seeds (another set can differ); the
+#   runs that never learned are the clearer difference. Xiong et al. blame the post-LN gradients near the output at initialisation, Liu et
 #   al. the variance of Adam's first steps; swapping Adam for RAdam, with no warm-up, also made
 #   post-LN learn in every seed. That fits Liu et al.'s explanation, but PyTorch's RAdam also
 #   starts with small steps, so it does not rule out Xiong et al.'s.

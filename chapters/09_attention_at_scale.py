@@ -746,10 +746,9 @@ for index in [-2, -1]:
 
 
 # %% [markdown]
-# *Time per call of the three versions against $L$, log-log.* The honest reading: at short
-# lengths our tiled loop is the slowest of the three, because its Python loop and its many
-# small operations cost more than the arithmetic they organise. At the longest lengths the
-# tiled loop can catch up with the naive version or overtake it: a ratio below 1 in the
+# *Time per call of the three versions against $L$, log-log.* The honest reading: at the shortest lengths our tiled loop is the slowest of the three, because its Python loop and its many
+# small operations cost more than the arithmetic they organise. At longer lengths (from which length on depends on the machine) the tiled loop can catch
+# up with the naive version or overtake it: a ratio below 1 in the
 # printout means it did on the machine that built this page (the tests do not check it).
 # It is tempting to read that as FlashAttention's effect in miniature, the naive version's
 # 64 MiB matrices no longer fitting in the caches. But the naive version also asks for two

@@ -613,7 +613,7 @@ fig.tight_layout()
 
 # %% [markdown]
 # *The fraction of stored patterns that survive recall, against the load $P/N$: 1 up to a
-# load of 0.1, starting to fall at the dashed line at 0.138, crossing one half near 0.21, and
+# load of 0.1, starting to fall around the dashed line at 0.138, crossing one half near 0.21, and
 # down to about 0.06 at a load of 0.3 and almost 0 at 0.4.*
 #
 # At $N = 100$ the fall is a slope rather than a cliff, and it lies a little to the right of
@@ -687,7 +687,8 @@ assert table[4][2] == 4.0 and table[4][3] > 0.99, f"random k = 4: {table[4]}"
 # set it against 0.138: this table asks for *exact* fixed points and exact recall, while the
 # 0.138 is a large-$N$ limit that tolerates wrong units. The fair comparison is the random
 # patterns of the same size, held to the same exact standard, in the same table: at $k = 4$
-# all four stay fixed points and 99% of the cues are repaired, and from there they degrade
+# all four stay fixed points and 99% of the cues are repaired in this run (another draw of
+# the random sets can lose a pattern now and then), and from there they degrade
 # more gently than the digits. With the Hebbian rule, correlated patterns are stored far worse
 # than random ones. Is that a limit of the classical network, or of the Hebbian rule?
 #
@@ -783,7 +784,7 @@ assert projection_table[30][3] < 0.05, f"P = 30: {projection_table[30]}"
 # ([Gardner [1988]](../book/references.bib#gardner1988), abstract). (The zero diagonal matters: with
 # self-connections, $\mathbf W = \mathbf I$ makes every state a fixed point and repairs nothing,
 # the extreme of exercise 2.) A memory
-# that must hold many more patterns than it has units cannot be a fixed matrix of weights. It
+# that must hold many more patterns than it has units cannot be a fixed $N \times N$ matrix of weights. It
 # has to grow with the patterns, and that is what the modern network does.
 
 # %% [markdown]
@@ -947,8 +948,9 @@ print("Hopfield update == F.scaled_dot_product_attention(scale=beta) == helpers'
 # followed by a sign. The Hebbian matrix $\frac1N \mathbf X \mathbf X^\top$ is the $(N, N)$ state
 # $\sum_\mu \phi(k_\mu) v_\mu^\top$ of linear attention, with $k_\mu = v_\mu = \mathbf x^\mu$: a
 # fixed size whatever the number of patterns, which is why the classical network compresses
-# its memories while the modern one, like a KV cache, keeps every pattern. And chapter 9's
-# finding that linear attention cannot focus sharply is the crosstalk of this chapter: every
+# its memories while the modern one, like a KV cache, keeps every pattern. And the flat weights that chapter 9
+# measured for linear attention with elu + 1, whose similarities grow only linearly, are the
+# crosstalk of this chapter in another form: with the identity as feature map, every
 # pattern pulls in proportion to its overlap. Going from the classical to the modern network
 # is going from linear to softmax attention. It is not the only way out of crosstalk, though.
 # The projection rule keeps the fixed $(N, N)$ state and changes how it is *written*: written
@@ -1472,10 +1474,10 @@ assert (rank_keys, rank_both) == (8, 16), (rank_keys, rank_both)
 #   pixels flipped were repaired (199 of 200 at 20%; at 30%, 87% of the cues); past that, recall ended at another digit, an inverted one
 #   ($E(-\mathbf s) = E(\mathbf s)$) or a spurious mixture state.
 # - With the Hebbian rule the capacity is about $0.138\,N$ random patterns when a small
-#   fraction of wrong units is allowed (1.6% at that load; at $N = 100$ the measured curve
-#   starts to fall there, and it sharpens with $N$); error-free recall allows only about
+#   fraction of wrong units is allowed (1.6% at that load; at $N = 100$ the measured curve starts to fall near there, and it sharpens with $N$); error-free recall allows only about
 #   $N / (2 \ln N)$. Correlated patterns store far fewer (3 of the 10 digits in 35 units, against
-#   4 of 4 random patterns of that size held to the same exact standard).
+#   4 of 4 random patterns of that size in this run, held to the same exact standard; other
+#   draws occasionally lose one).
 # - The fault is the rule's, not the network's. The projection rule
 #   $\mathbf W = \mathbf X(\mathbf X^\top\mathbf X)^{-1}\mathbf X^\top$, $W_{ii} = 0$, makes linearly independent
 #   patterns fixed points, correlated or not, while no diagonal entry of the projection reaches
