@@ -1053,7 +1053,7 @@ def render_boundaries(step):
     return fig
 
 slider_figure(render_boundaries, snapshot_steps, description="training step",
-              initial=snapshot_steps[-1])
+              initial=snapshot_steps[-1], pixel_ratio=1)  # shaded planes: 1x keeps the page light
 
 # %% [markdown]
 # *Each frame shades the plane by the predicted probability of class 1 (dark: class 0, bright:
