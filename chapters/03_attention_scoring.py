@@ -1003,9 +1003,13 @@ print(f"hard: output requires grad: {hard.requires_grad}; raising any one score 
 # $t$ overtakes the second score. A softmax output is a weighted average of all three values,
 # so it never reaches 3 and only tends to 1 as $t$ grows: at $\tau = 1$ it falls from 1.65 at
 # $t = -4$ to 1.02 at $t = 4$ (the value $-2$ keeps a share throughout), at $\tau = 0.25$
-# from 2.91 to 1.00, most of the fall near the tie at $t = 0$. It falls smoothly, more
-# steeply the lower the temperature, and its derivative (right) is negative everywhere,
-# never zero.
+# from 2.91 to 1.00, most of the fall near the tie at $t = 0$. At both temperatures it falls
+# smoothly, its steepest fall is steeper at the lower temperature, and its derivative (right)
+# is negative everywhere, never zero. That sign is a property of these values at these two
+# temperatures, not of every softmax: at a higher temperature the other two keys' weighted
+# average can equal key 0's value exactly, and then moving $t$ does not change the output at
+# all; higher still, the output rises with $t$. What the softmax guarantees is a smooth
+# output whose derivative exists everywhere, not one that is never zero.
 
 # %% mystnb={"image": {"alt": "Left: attention output against the first key's score t from -4 to 4. The dashed red hardmax line is flat at 3 and drops straight down to 1 at t = 0. The softmax curve at temperature 0.25 falls smoothly from about 2.9 to 1, steeply around t = 0; the one at temperature 1 falls gently from about 1.6 to 1. Right: their derivatives are negative bumps centred near t = 0, a deep narrow one reaching -1.9 for \u03c4 = 0.25 and a shallow wide one for \u03c4 = 1, while the hardmax derivative is a flat line at 0."}}
 t = torch.linspace(-4, 4, 401, requires_grad=True)  # the first key's score

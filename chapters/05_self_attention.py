@@ -1366,7 +1366,7 @@ fig.tight_layout()
 #   an LSTM ($8TD^2$) while $T < 2.5D$. These count one layer alone: in a Transformer block
 #   the projections, $W^O$ and the feed-forward network, $12TD^2$, outweigh the attention step
 #   until $T = 6D$. An RNN carries the order of its inputs implicitly;
-#   self-attention does not. Timed on a CPU, its time grows faster with $T$ than the
+#   self-attention does not. Timed on this machine's CPU, its time grows faster with $T$ than the
 #   convolution's and the GRU's: its fitted log–log slope is the largest of the three (checked:
 #   above 1.4; the others below 1.5).
 # - **Truncated self-attention** (a band mask, $|i - j| \le w$) brings the cost down to
@@ -1507,8 +1507,8 @@ print("gradient non-zero for:", ", ".join(a for a, s in zip(atoms, influence) if
 # $P = 16$ (196 patches) is the patch size of the ViT paper's ViT-L/16 ([Dosovitskiy et al. [2021]](../book/references.bib#dosovitskiy2021),
 # §4.1, which names each model by its variant and patch size), and $P = 8$, 16 times its scores, is still affordable
 # for global attention. It is at much smaller patches, $P = 4$ with 3,136 patches and about 9.8
-# million scores per head (256 times those of $P = 16$), that something like this chapter's
-# windowed attention becomes necessary.
+# million scores per head (256 times those of $P = 16$), that the quadratic price starts to weigh heavily and something like this chapter's
+# windowed attention becomes attractive (global attention at that length is still possible, only costly).
 #
 # </details>
 

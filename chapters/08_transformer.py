@@ -62,7 +62,7 @@ except ModuleNotFoundError:
 # - how a causal mask lets a decoder learn every position of a sequence in one pass;
 # - a tiny Transformer that, in one training run, learns to reverse digit strings to over 99 % accuracy, with an
 #   explorer of its attention maps, layer by layer and head by head;
-# - how much a [learning-rate warm-up](../book/glossary.md#term-learning-rate-warm-up) helps a post-LN and a
+# - whether, and how much, a [learning-rate warm-up](../book/glossary.md#term-learning-rate-warm-up) helps a post-LN and a
 #   pre-LN Transformer, measured as the steps each needs to learn, over five seeds, in one small
 #   model at one high learning rate.
 
@@ -226,8 +226,10 @@ fig.tight_layout()
 # one order of magnitude and fall gently from the first layer to the last, the residual one
 # higher.*
 #
-# With PyTorch's default initialisation, the plain stack's first layer would not move at all
-# under the learning rate that suits its last layer. Depth alone did not cause that: with the
+# With PyTorch's default initialisation and plain gradient descent, the plain stack's first layer
+# would barely move at the learning rate that suits its last layer (an optimiser such as Adam,
+# which scales each weight's step by the size of that weight's recent gradients, narrows the
+# gap). Depth alone did not cause that: with the
 # $\tanh$-matched initialisation the *same* 30-layer plain stack passes the gradient back
 # within a factor of 10, and its first layer even gets the larger gradient. What the residual connections
 # change is how much the answer depends on the initialisation. In this set-up (width 64, the
@@ -931,7 +933,7 @@ for b in range(3):
 # `train_seq2seq` trains with Adam on the cross-entropy of every target position (padding
 # ignored), 64 fresh sequences a step. The learning rate, $2 \times 10^{-3}$, is reached
 # through a linear warm-up over the first 30 steps, as in the original recipe (the last
-# section measures when warm-up helps; whether this model needs it at this moderate rate is
+# section measures what warm-up does at one high learning rate, in a smaller model; whether this model needs it at this moderate rate is
 # not tested here). 150 steps
 # take well under a minute on one CPU core. The cell after the training prints the loss at a few steps, and the token accuracy (the fraction of target tokens,
 # digits and `<eos>`, that come out right) on 1000 held-out sequences, drawn from a seed the
@@ -1307,10 +1309,13 @@ fig.tight_layout()
 # (one block each side), one task, Adam at one high learning rate, one warm-up length, five
 # seeds. Before generalising, rerun it with one factor changed (`lr`, or `num_layers=2` in
 # `stability_run`): whether pre-LN still learns as fast without warm-up in a deeper stack is
-# exactly what the depth argument is about, and this model cannot show it. The exact step counts move with the seed and even with the CPU, so read the
+# exactly what the depth argument is about, and this model cannot show it. The learning rate
+# matters as much: at a lower rate the comparison can turn around, with warm-up and RAdam
+# costing steps rather than saving them, and at a higher rate Adam can fail in both orders,
+# with or without this short warm-up. The exact step counts move with the seed and even with the CPU, so read the
 # medians as rough, and the per-seed comparisons as statements about these five seeds: another
 # set of seeds can include a post-LN run that warm-up slows, or none in which warm-up slows
-# pre-LN. What separates the settings more reliably is the worst case, the runs that never
+# pre-LN. At this learning rate, what separates the settings more reliably is the worst case, the runs that never
 # learned. The ordering of the worst case matches what Xiong et al. report for full-size models
 # (their section 4), and it is one reason most recent Transformers are pre-LN. (The chapter's
 # own model uses a moderate learning rate with a short warm-up; whether it needs the warm-up at
@@ -1501,7 +1506,7 @@ assert torch.all(open_table > 0), "without the mask some gradient is exactly zer
 #
 # It does not. It writes 8 digits and `<eos>`, as it always did in training. The first three
 # outputs would read source positions 7, 6 and 5, but those are padding that the mask hides,
-# so their attention must fall on the real positions, and the model writes the last real
+# so their attention must fall on the real positions, and here the model writes the last real
 # digit, 6, three times; then come the five digits, correctly reversed. The model never
 # learned to find the end of the source, because every source it saw ended at position 7. A
 # model learns the distribution it was trained on. The remedy to try is to train on varied

@@ -64,7 +64,7 @@ except ModuleNotFoundError:
 #   such as digits), measured;
 # - how a better rule, the [projection rule](../book/glossary.md#term-projection-rule), stores all ten digits in the same network, and
 #   why no fixed $N \times N$ weight matrix (with no unit joined to itself) can hold much
-#   more than $N$ patterns;
+#   more than $N$ random patterns;
 # - the [modern Hopfield network](../book/glossary.md#term-modern-Hopfield-network) [[Ramsauer et al., 2020]](../book/references.bib#ramsauer2020), whose
 #   update *is* softmax attention with the state as query and the stored patterns as keys and
 #   values, checked against `F.scaled_dot_product_attention`;
@@ -783,8 +783,8 @@ assert projection_table[30][3] < 0.05, f"P = 30: {projection_table[30]}"
 # diagonal makes a set of more than about $2N$ of them fixed points
 # ([Gardner [1988]](../book/references.bib#gardner1988), abstract). (The zero diagonal matters: with
 # self-connections, $\mathbf W = \mathbf I$ makes every state a fixed point and repairs nothing,
-# the extreme of exercise 2.) A memory
-# that must hold many more patterns than it has units cannot be a fixed $N \times N$ matrix of weights. It
+# the extreme of exercise 2.) (Gardner's bound is about random patterns. Correlated ones can exceed it in a degenerate way: if the units come in pairs that agree in every pattern, joining each unit to its twin alone makes every pattern with that pairing a fixed point, exponentially many of them, wanted or not: fixed points, but hardly a memory.) A memory
+# that must hold many more random patterns than it has units cannot be a fixed $N \times N$ matrix of weights. It
 # has to grow with the patterns, and that is what the modern network does.
 
 # %% [markdown]
@@ -962,8 +962,8 @@ print("Hopfield update == F.scaled_dot_product_attention(scale=beta) == helpers'
 # $\lVert\mathbf x^\mu\rVert^2 = N$), so it needs $\eta < 2/N$, and a larger step makes the
 # weights grow without bound. The same delta-rule write is the state update of DeltaNet, a
 # linear attention with less crosstalk than the plain sum [[Schlag et al., 2021]](../book/references.bib#schlag2021) (their Section 4).
-# What no write can do is fit much more than $N$ patterns into $N^2$ numbers. Checked on the ten
-# digits:
+# What no write can do is fit much more than $N$ random patterns into $N^2$ numbers. The identities
+# above, checked on the ten digits:
 
 # %%
 classical_ten = hebbian_weights(digits)  # (N, N): all ten digits, zero diagonal
@@ -1092,7 +1092,7 @@ assert min(rates_random[0.5]) == 1.0 and max(rates_random[0.1]) < 0.05, rates_ra
 # their abstract). This experiment alone does not show the exponential: it is one load at one
 # size, and a polynomial energy such as Krotov and Hopfield's with $n = 3$ (capacity about $N^2$)
 # could in principle reach as many at $N = 100$ too. What it does show is a memory far past
-# the $N$ or $2N$ patterns that any fixed zero-diagonal $N \times N$ weight matrix can hold. With $\beta = 0.1$,
+# the $N$ or $2N$ random patterns that any fixed zero-diagonal $N \times N$ weight matrix can hold. With $\beta = 0.1$,
 # though, the 9,999 losers together outweigh the winner and the result is a blur: $\beta$ must
 # grow with $\log P$ (exercise 4 makes this exact).
 #
@@ -1148,14 +1148,14 @@ assert 2 ** largest_power[48] > 48 ** 2 == 2304, largest_power
 # multiplies the number of patterns by about the same factor, which is exponential growth
 # (over this range of $N$, at this $\beta$ and this corruption; Ramsauer et al.'s Theorem 3 is
 # the general statement). A polynomial $N^2$ would bend over on this plot, and by $N = 48$ the
-# measured 16,384 is already well above $48^2 = 2304$. A fixed $N \times N$ memory with a zero
-# diagonal stays at or below the $2N$ line.
+# measured 16,384 is already well above $48^2 = 2304$. For random patterns, a fixed $N \times N$ memory with a zero
+# diagonal stays near or below the $2N$ line.
 #
 # There is a price, and it is the point. The classical network keeps $N^2$ weights whatever
 # $P$ is; the modern one keeps every pattern, $P \times N$ numbers, and reads them all at each
 # update. For the ten digits that is *less* (350 numbers against 1,225 weights); for the
 # 10,000 random patterns it is a million numbers against 10,000 weights. A memory that holds
-# far more than $N$ patterns must grow with them, and the modern network does: it is a lookup
+# far more than $N$ random patterns must grow with them, and the modern network does: it is a lookup
 # table read by attention, an external memory.
 #
 # ## Inverse temperature: one memory or an average
@@ -1389,8 +1389,9 @@ assert [len(middle[f]) for f in (2, 4, 6)] == [4, 1, 0], middle
 # %% [markdown]
 # With the families loosened, and nothing else changed (the overlap between the families stays
 # near 0), the middle regime narrows from four
-# values of $\beta$ to one and then to none: the tighter the families against the gap between
-# them, the wider the range of $\beta$ in which the network answers with a family.
+# values of $\beta$ to one and then to none. In this draw, then, the tighter the families against the gap between
+# them, the wider the range of $\beta$ in which the network answers with a family (another draw of the
+# variants can narrow it less evenly, or leave two tightnesses with the same range).
 #
 # So $\beta$ does not just sharpen a picture: it decides *what kind of memory* the network is.
 # At small $\beta$ it answers "what do my memories look like on average", in between "which
@@ -1490,7 +1491,7 @@ assert (rank_keys, rank_both) == (8, 16), (rank_keys, rank_both)
 #   `F.scaled_dot_product_attention` with `scale=β`. It stores far more patterns than units
 #   (10,000 in 100, retrieved in one step in each of five random sets). Ramsauer et al. prove
 #   the capacity exponential in $N$; measured for $N = 16$ to 48 at $\beta = 1$ with 20% of the
-#   units flipped, the largest $P$ doubles about every 3.5 units. The price is
+#   units flipped, the largest $P$ doubles about every 3.5 units in this run (another draw of the patterns gives a similar rate). The price is
 #   keeping them all: $P \times N$ numbers, which grow with $P$, where the classical network
 #   keeps $N^2$.
 # - $\beta = 1/\tau$ is an inverse temperature: small $\beta$ averages all memories (a global
@@ -1511,7 +1512,7 @@ assert (rank_keys, rank_both) == (8, 16), (rank_keys, rank_both)
 # <details>
 # <summary>Solution</summary>
 #
-# The cell below prints both curves. The $N = 200$ curve falls more steeply and earlier: it
+# The cell below prints both curves. The $N = 200$ curve falls more steeply and earlier: in this run it
 # crosses one half at a load of about 0.17, against about 0.21 for $N = 100$, and is near 0
 # from 0.28 on, where $N = 100$ still keeps 16%. The smaller network keeps patterns past the
 # limit by luck, and that luck shrinks as $N$ grows. In a network of 200 units, about
@@ -1550,7 +1551,7 @@ for i, load in enumerate(loads_ex):
 # $P/N$, so many states that are *not* local minima of the energy (a flip would lower it)
 # become fixed points. The network freezes wherever it starts, and spurious attractors
 # multiply; for $P \gg N$ the self-vote outweighs the typical input $\approx\sqrt{P/N}$ and
-# almost every state is fixed, so the memory recalls nothing. The count below shows it: with
+# almost every state is fixed, so the memory recalls nothing. The count below, for one draw, shows it: with
 # the diagonal there are hundreds to thousands of fixed points, against 6 to 14 without it.
 # Those few are not always the patterns, though. The cell draws one random set of patterns per
 # $P$, and the details below belong to that draw (another seed gives other counts). At $P = 3$ the 8 fixed points are the three
@@ -1610,7 +1611,7 @@ assert all(r[0] < 2 * p for p, r in results_ex.items() if p > 3) and all(r[1] >=
 # single-unit terms. (For synchronous updates with symmetric weights the
 # network always ends in a fixed point or a 2-cycle, never a longer cycle
 # [[Goles et al., 1985]](../book/references.bib#goles1985).) In the three-digit
-# network, about 1% of random starts end in a 2-cycle under synchronous updates, and none
+# network, in this run about 1% of the random starts end in a 2-cycle under synchronous updates, and none
 # under asynchronous ones.
 #
 # </details>
