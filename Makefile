@@ -1,7 +1,7 @@
 # Attention Mechanisms, an interactive textbook.
 #   make book     fresh machine -> built offline site in _build/html
 #   make test     every test: unit/property, notebooks (nbval), hygiene, build, browser
-# Also: make unit | serve | execute | lab | clean | bench | client-envs | set-repo URL=...
+# `make help` lists every target (from the `## ` comments below).
 
 PYTHON_BOOTSTRAP ?= python3
 VENV   := .venv
@@ -25,11 +25,21 @@ check-tools: check-python
 	@command -v node >/dev/null 2>&1 || { echo "error: node not found: install Node.js 18 or newer (Debian: apt-get install nodejs npm)"; exit 1; }
 	@command -v npm >/dev/null 2>&1 || { echo "error: npm not found: install npm (Debian: apt-get install npm)"; exit 1; }
 
+# torch from PyTorch's CPU wheels on Linux, where PyPI's torch is the CUDA build (several GB
+# with about 20 nvidia-* wheels): `make book TORCH_INDEX=` takes PyPI's, another URL another
+# build. When that index cannot be reached (offline, a local wheelhouse) pip's own sources serve.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_FROM = $(if $(and $(TORCH_INDEX),$(filter Linux,$(shell uname -s))),$$($(PYTHON_BOOTSTRAP) \
+	-c 'import socket, sys, urllib.parse as p; u = p.urlsplit(sys.argv[1]); \
+	socket.create_connection((u.hostname, u.port or 443), timeout=10)' "$(TORCH_INDEX)" \
+	>/dev/null 2>&1 && echo --extra-index-url "$(TORCH_INDEX)" \
+	|| echo "note: $(TORCH_INDEX) cannot be reached: torch from pip's default index" >&2))
+
 # The virtual environment, rebuilt when the pins or the package metadata change.
 $(VENV)/.installed: requirements.txt pyproject.toml | check-python
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet torch==2.13.0 $(TORCH_FROM)
 	$(PIP) install --quiet -r requirements.txt
 	$(PIP) install --quiet --no-deps -e .
 	@touch $@
@@ -41,7 +51,7 @@ COLAB := .venv-colab
 $(COLAB)/.installed: tests/clients/colab.txt | check-python
 	@test -x $(COLAB)/bin/python || $(PYTHON_BOOTSTRAP) -m venv $(COLAB)
 	$(COLAB)/bin/python -m pip install --quiet pip==24.1.2
-	$(COLAB)/bin/python -m pip install --quiet torch==2.13.0
+	$(COLAB)/bin/python -m pip install --quiet torch==2.13.0 $(TORCH_FROM)
 	$(COLAB)/bin/python -m pip install --quiet -r tests/clients/colab.txt
 	@touch $@
 
@@ -79,11 +89,12 @@ book: check-tools $(VENV)/.installed book/vendor/.stamp $(STAGE)/.config
 	@rm -rf $(SITE).new && cp -a $(STAGE)/_build/html $(SITE).new && rm -rf $(SITE) && mv $(SITE).new $(SITE)
 	@echo "Built the book: open $(CURDIR)/$(SITE)/index.html (or run: make serve)"
 
-# Tests run in parallel, one pytest-xdist worker per core; a test file (a notebook, for
-# nbval) stays on one worker. TEST_JOBS=0 runs them in this process.
+# Tests run in parallel, one pytest-xdist worker per core. They spread one by one, but a
+# notebook's cells (nbval) and the client tests stay on one worker, in order: the scheduler
+# in tests/conftest.py, which `--dist loadgroup` picks. TEST_JOBS=0 runs them in this process.
 TEST_JOBS ?= auto
 test: book client-envs lint-envs
-	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --nbval -p no:cacheprovider $(PYTEST_ARGS) \
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup --nbval -p no:cacheprovider $(PYTEST_ARGS) \
 		tests chapters book/intro.ipynb
 
 # The parts of `make test`, as the workflow's parallel jobs run them.
@@ -100,21 +111,21 @@ nbval-reduced-cpu: $(VENV)/.installed
 SITE_TESTS := tests/test_browser.py tests/test_project_files.py tests/test_glossary.py \
 	tests/test_bibliography.py
 test-site: book lint-envs
-	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -p no:cacheprovider $(PYTEST_ARGS) $(SITE_TESTS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup -p no:cacheprovider $(PYTEST_ARGS) $(SITE_TESTS)
 CLIENT_TESTS := tests/test_clients.py tests/test_client_frontends.py tests/test_bootstrap_cell.py
 test-clients: $(VENV)/.installed client-envs
 	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -p no:cacheprovider $(PYTEST_ARGS) $(CLIENT_TESTS)
 
 # The unit and property tests of the helpers alone: no book build, no browser, no Node.js.
-UNIT_EXCLUDE := tests/test_browser.py tests/test_client_frontends.py tests/test_clients.py \
-	tests/test_project_files.py tests/test_notebooks.py tests/test_glossary.py \
-	tests/test_bibliography.py tests/test_bootstrap_cell.py tests/test_text_twins.py
+# Selected by the marker `unit`, which tests/conftest.py gives every test not marked
+# `slow`, `browser` or `book`; one worker per core (TEST_JOBS=0: in this process).
 unit: $(VENV)/.installed
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
-		$(filter-out $(UNIT_EXCLUDE),$(sort $(wildcard tests/test_*.py)))
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) -m unit $(PYTEST_ARGS) tests
 
 serve:
 	@test -f $(SITE)/index.html || { echo "error: no site in $(SITE): run make book first"; exit 1; }
+	@$(PY) -c 'import socket, sys; socket.create_server(("127.0.0.1", int(sys.argv[1]))).close()' \
+		$(PORT) 2>/dev/null || { echo "error: port $(PORT) is busy: make serve PORT=<another port>"; exit 1; }
 	@echo "Serving $(SITE) on http://127.0.0.1:$(PORT)/ (Ctrl-C to stop)"
 	$(PY) -m http.server $(PORT) --bind 127.0.0.1 --directory $(SITE)
 
@@ -126,8 +137,56 @@ set-repo:
 	@test -n "$(URL)" || { echo "usage: make set-repo URL=https://github.com/OWNER/REPO"; exit 2; }
 	@$(PYTHON_BOOTSTRAP) book/tools/bootstrap.py --set-url "$(URL)"
 
+# JupyterLab on a scratch copy of the notebooks in _build/lab (with what their links point
+# at), never on chapters/ itself: Lab autosaves, drops the saved widget state of a figure it
+# re-ran and rewrites kernel names, and none of that may reach a commit. A chapter is copied
+# again only when chapters/ has a newer one, so experiments in the copy last until then.
+# LAB_ARGS goes to `jupyter lab` (--allow-root is added for root): LAB_ARGS="--port=8890 --no-browser".
+LAB := _build/lab
+LAB_ARGS ?=
+.PHONY: help check-chapter trust
 lab: $(VENV)/.installed
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=chapters
+	@mkdir -p $(LAB)/chapters $(LAB)/book
+	@cp -a -u chapters/*.ipynb $(LAB)/chapters/
+	@cp -a -u book/intro.ipynb book/*.md book/*.bib book/images $(LAB)/book/
+	@echo "JupyterLab on a copy of the chapters in $(LAB): changes there never touch chapters/."
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=$(LAB) \
+		$(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+trust: $(VENV)/.installed
+	$(VENV)/bin/jupyter trust chapters/*.ipynb book/intro.ipynb
+
+# `make help` prints these lines (tests/test_first_hour.py checks that every target is here).
+## make book                  build the site into _build/html (creates .venv, runs npm ci)
+## make serve [PORT=8000]     serve the built site on http://127.0.0.1:PORT/
+## make lab [LAB_ARGS=...]    JupyterLab on a scratch copy of the chapters in _build/lab
+##                            (LAB_ARGS="--port=8890 --no-browser"; --allow-root added for root)
+## make trust                 trust the executed chapters: Lab shows their sliders, no code run
+## make check-chapter NB=02   one chapter: hygiene and twin tests, the book build, nbval
+## make execute [NOTEBOOKS=chapters/NN_name.ipynb]   re-execute chapters in place (nbclient)
+## make test                  every test (builds the book and the client venvs first)
+## make unit                  the helpers' unit and property tests
+## make nbval                 re-execute every chapter and compare outputs, hygiene, twins
+## make nbval-reduced-cpu     the same with an older CPU's vector units
+## make test-site             the book build, browser and project-file tests
+## make test-clients          the Colab-like venv, Notebook 6.5 and JupyterLab 4 tests
+## make bench                 the benchmarks against the README's budgets
+## make set-repo URL=https://github.com/OWNER/REPO   point the book at its repository
+## make client-envs           build the Colab-like venv .venv-colab (once)
+## make lint-envs             build the linters' venv .venv-lint (once)
+## make clean                 remove _build/ and the vendored JS
+## make help                  this list
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
+
+CHAPTER = $(if $(filter intro,$(NB)),book/intro.ipynb,$(wildcard chapters/$(NB)*.ipynb))
+check-chapter:
+	@test -n "$(NB)" || { echo "usage: make check-chapter NB=02 (a chapter's number, or intro)"; exit 2; }
+	@test "$(words $(CHAPTER))" = 1 || { echo "error: NB=$(NB) names $(words $(CHAPTER)) notebooks, not one: give a chapter's number, e.g. NB=02"; exit 2; }
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_notebooks.py tests/test_text_twins.py \
+		-k "$(notdir $(basename $(CHAPTER)))"
+	@$(MAKE) --no-print-directory book
+	$(PY) -m pytest -q -p no:cacheprovider --nbval $(CHAPTER)
 
 # Every benchmark runs; the target fails at the end if any of them missed a budget.
 BENCHMARKS := build site figures attention multihead transformer efficient

@@ -4,26 +4,45 @@ BOOK_REPOSITORY = "https://github.com/attention-book/attention-mechanisms"
 try:
     import helpers  # noqa: F401  (present in the book's own environment)
 except ModuleNotFoundError:
-    import importlib, importlib.metadata as md, json, os, subprocess, sys, tempfile, time
+    import importlib, importlib.metadata as md, json, os, pathlib, re, subprocess, sys, tempfile, time
     before = {(d.metadata["Name"] or "").lower().replace("_", "-"): d.version
               for d in md.distributions()}
     # Pin what the platform preinstalled (Colab: ipywidgets 7.7, torch, ...): pip adds
     # the helpers beside it and never replaces it.
     keep = ("torch", "numpy", "matplotlib", "pillow", "ipywidgets", "widgetsnbextension",
             "jupyterlab-widgets", "ipykernel", "ipython", "traitlets", "tqdm")
-    source = os.environ.get("HELPERS_SOURCE", "git+" + BOOK_REPOSITORY)
+    # From HELPERS_SOURCE if set (a folder, a wheel or a pip URL), else from the clone of the
+    # repository this notebook is in (editable), else from the repository.
+    here = pathlib.Path.cwd().resolve()
+    clone = next((str(p) for p in (here, here.parent)
+                  if (p / "src" / "helpers" / "__init__.py").is_file()), None)
+    source = os.environ.get("HELPERS_SOURCE") or clone or "git+" + BOOK_REPOSITORY
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         pins, report = os.path.join(tmp, "keep.txt"), os.path.join(tmp, "report.json")
         pinned = [f"{n}=={before[n]}" for n in keep if n in before]
         with open(pins, "w") as f:
             f.write("\n".join(pinned))
-        pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
-                              "--constraint", pins, "--report", report, source],
-                             capture_output=True, text=True)
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--constraint",
+                              pins, "--report", report, *(["-e"] if source == clone else []),
+                              source], capture_output=True, text=True)
         if pip.returncode != 0:
-            raise RuntimeError(f"pip could not install the helpers beside {', '.join(pinned)}:"
-                               f"\n{pip.stderr[-2000:]}")
+            err, url = pip.stderr, source.removeprefix("git+")
+            why, fix = "pip failed", "read pip's message below"
+            if re.search(r"resolve host|NameResolution|Failed to establish|unreachable", err):
+                why = f"no network: pip could not reach {url if url != source else 'an index'}"
+                fix = "connect to the internet"
+            elif re.search(r"(?i)repository .*not found|could not read Username", err):
+                why, fix = f"no public repository at {url}", "check the book's repository URL"
+            elif re.search(r"ResolutionImpossible|conflicting dependencies", err):
+                named = [p for p in pinned if p in err] or pinned
+                why = f"a version conflict with what is preinstalled here ({', '.join(named)})"
+                fix = "run the book in a fresh environment (python -m venv)"
+            said = [line.strip() for line in err.splitlines()
+                    if line.strip().startswith(("ERROR", "fatal"))] or [err.strip() or "nothing"]
+            raise SystemExit(f"Could not install the book's helpers: {why}.\nTo do: {fix}, or "
+                             "set os.environ['HELPERS_SOURCE'] to a clone or wheel of the book's "
+                             f"repository and run this cell again.\npip said: {said[0][-300:]}")
         with open(report) as f:
             new = {i["metadata"]["name"]: i["metadata"]["version"]
                    for i in json.load(f)["install"]}

@@ -122,8 +122,8 @@ def test_a_row_whose_allowed_scores_are_all_minus_inf_is_empty_not_nan(with_mask
 
 
 def test_masked_softmax_needs_no_more_memory_than_a_plain_softmax():
-    # Treating -inf as masked must not keep an extra (…, Q, K) tensor alive: at most a few
-    # (Q, 1) vectors (a (256, 256) bool matrix would be 64 KiB).
+    # Treating -inf as masked and zeroing empty rows must not keep an extra (…, Q, K) tensor
+    # alive: at most a few (Q, 1) vectors (a (256, 256) bool matrix would be 64 KiB).
     from helpers.measure import peak_memory_bytes
 
     scores = torch.randn(256, 256, generator=torch.Generator().manual_seed(0))
@@ -140,6 +140,17 @@ def test_masked_softmax_needs_no_more_memory_than_a_plain_softmax():
     )
 
 
+def test_masked_softmax_equals_torch_softmax_in_value_and_gradient():
+    """Where every row has a key, the same numbers as torch.softmax, gradients included."""
+    scores = torch.randn(4, 6, 8, requires_grad=True)
+    upstream = torch.randn(4, 6, 8)
+    (masked_softmax(scores) * upstream).sum().backward()
+    ours, scores.grad = scores.grad, None
+    (torch.softmax(scores, -1) * upstream).sum().backward()
+    assert torch.equal(masked_softmax(scores), torch.softmax(scores, -1))
+    assert torch.equal(ours, scores.grad)
+
+
 def test_masked_softmax_gradient_matches_gradcheck():
     scores = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
     mask = torch.tensor([[True, False, True, True]])
@@ -154,33 +165,6 @@ def test_mask_broadcasts(mask_shape):
     full = mask.expand(2, 3, 4)
     reference = torch.softmax(scores.masked_fill(~full, float("-inf")), dim=-1).nan_to_num(0.0)
     torch.testing.assert_close(weights, reference)
-
-
-@pytest.mark.parametrize("mask_shape", [(3,), (2, 4, 4), (5, 2, 3, 4), (2, 2, 4)])
-def test_mask_of_wrong_shape_names_mask_and_both_shapes(mask_shape):
-    scores = torch.randn(2, 3, 4)
-    shape_text = str(mask_shape).replace("(", r"\(").replace(")", r"\)")
-    with pytest.raises(
-        ValueError,
-        match=rf"mask of shape {shape_text} must broadcast to the scores' "
-        rf"shape \(2, 3, 4\)",
-    ):
-        masked_softmax(scores, torch.ones(mask_shape, dtype=torch.bool))
-
-
-@pytest.mark.parametrize("mask", [torch.ones(3, 4), torch.ones(3, 4, dtype=torch.long)])
-def test_non_bool_mask_is_rejected(mask):
-    with pytest.raises(ValueError, match=rf"mask must have dtype torch.bool.*{mask.dtype}"):
-        masked_softmax(torch.randn(3, 4), mask)
-
-
-def test_non_tensor_mask_and_integer_scores_are_rejected():
-    with pytest.raises(ValueError, match=r"mask must be a torch.Tensor.*got list"):
-        masked_softmax(torch.randn(2, 2), [[True, False], [True, True]])
-    with pytest.raises(
-        ValueError, match=r"scores must be a floating-point tensor, got torch.int64"
-    ):
-        masked_softmax(torch.ones(2, 2, dtype=torch.long))
 
 
 # ---------------------------------------------------------- parity with PyTorch SDPA
@@ -269,48 +253,6 @@ def test_sdpa_feature_mismatch_suggests_other_scoring():
         )
 
 
-@pytest.mark.parametrize(
-    "name, shapes",
-    [
-        ("q", [(8,), (5, 8), (5, 3)]),
-        ("k", [(4, 8), (8,), (5, 3)]),
-        ("v", [(4, 8), (5, 8), (3,)]),
-    ],
-)
-def test_sdpa_rejects_rank_below_two(name, shapes):
-    q, k, v = (torch.randn(s) for s in shapes)
-    with pytest.raises(ValueError, match=rf"{name} must have shape \(…, [QK], D\), got shape"):
-        scaled_dot_product_attention(q, k, v)
-
-
-def test_sdpa_rejects_mismatched_number_of_keys():
-    with pytest.raises(
-        ValueError,
-        match=r"k and v must hold the same number of keys K.*"
-        r"\(2, 5, 8\).*\(2, 6, 3\)",
-    ):
-        scaled_dot_product_attention(
-            torch.randn(2, 4, 8), torch.randn(2, 5, 8), torch.randn(2, 6, 3)
-        )
-
-
-def test_sdpa_rejects_leading_axes_that_do_not_broadcast():
-    with pytest.raises(ValueError, match=r"leading \(batch, head\) axes"):
-        scaled_dot_product_attention(
-            torch.randn(2, 4, 8), torch.randn(3, 5, 8), torch.randn(3, 5, 2)
-        )
-
-
-def test_sdpa_rejects_mask_of_wrong_shape():
-    with pytest.raises(ValueError, match=r"mask of shape \(3, 3\) must broadcast .*\(2, 4, 5\)"):
-        scaled_dot_product_attention(
-            torch.randn(2, 4, 8),
-            torch.randn(2, 5, 8),
-            torch.randn(2, 5, 2),
-            torch.ones(3, 3, dtype=torch.bool),
-        )
-
-
 # ---------------------------------------------------------------- property tests
 @st.composite
 def scores_and_mask(draw, low=-1e4, high=1e4):
@@ -395,30 +337,3 @@ def test_property_gradients_never_nan(data):
     (weights * torch.arange(weights.numel(), dtype=weights.dtype).view_as(weights)).sum().backward()
     assert torch.isfinite(scores.grad).all()
     assert torch.equal(scores.grad[~mask], torch.zeros_like(scores.grad[~mask]))
-
-
-@pytest.mark.parametrize(
-    "q_shape, k_shape",
-    [
-        ((5, 8), (7, 8)),
-        ((2, 5, 8), (2, 7, 8)),
-        ((2, 3, 5, 8), (1, 3, 7, 8)),
-        ((2, 0, 8), (2, 7, 8)),
-        ((2, 5, 0), (2, 7, 0)),
-    ],
-)
-@pytest.mark.parametrize("scale", [1.0, 0.125, 1 / 3**0.5])
-def test_the_scaled_products_fast_path_equals_the_formula(q_shape, k_shape, scale):
-    """attention._scaled_products (one baddbmm) is (q @ kᵀ) · scale, values and gradients."""
-    from helpers.attention import _scaled_products
-
-    gen = torch.Generator().manual_seed(0)
-    q = torch.randn(q_shape, generator=gen, dtype=torch.float64, requires_grad=True)
-    k = torch.randn(k_shape, generator=gen, dtype=torch.float64, requires_grad=True)
-    fast = _scaled_products(q, k, scale)
-    formula = (q @ k.transpose(-2, -1)) * scale
-    torch.testing.assert_close(fast, formula)
-    grads_fast = torch.autograd.grad(fast.sum(), (q, k))
-    grads_formula = torch.autograd.grad(formula.sum(), (q, k))
-    for a, b in zip(grads_fast, grads_formula):
-        torch.testing.assert_close(a, b)

@@ -288,9 +288,10 @@ def fits_heads(target: Callable[[dict], tuple]) -> Callable:
     """MultiHeadAttention's rule: at most 4-D; a 3-D mask is (B, Q|1, K), shared by the heads."""
 
     def rule(shape, kw):
-        shape = tuple(shape)
-        if len(shape) > 4:
-            return False
+        shape, (batch, _, queries, keys) = tuple(shape), target(kw)
+        ambiguous = len(shape) == 2 and batch == queries == shape[0] > 1 and queries != keys
+        if len(shape) > 4 or ambiguous:
+            return False  # more than 4-D, or a 2-D mask that could be (Q, K) or (B, K)
         return broadcasts(shape[:1] + (1,) + shape[1:] if len(shape) == 3 else shape, target(kw))
 
     return rule
@@ -408,6 +409,178 @@ entry(
     masks={"mask": fits_heads(lambda kw: kw["shape"])},
 )
 entry("checks.describe", checks.describe, lambda s: dict(value=r(2)))  # takes anything
+entry(
+    "checks.check_mask",
+    checks.check_mask,
+    lambda s: dict(mask=rmask(s.Q, s.K), shape=(s.B, s.Q, s.K), name="m"),
+    bad={"mask": NOT_TENSOR + [as_list("mask"), grow("mask", -1), flat("mask")]},
+    names={"mask": "m"},
+    masks={"mask": fits(lambda kw: kw["shape"])},
+)
+entry(
+    "checks.check_qkv",
+    checks.check_qkv,
+    lambda s: dict(q=r(s.B, s.Q, s.D), k=r(s.B, s.K, s.D), v=r(s.B, s.K, s.V)),
+    bad={
+        "q": tensor_bad("q") + [grow("q", -1), flat("q"), grow("q", 0)],
+        "k": tensor_bad("k") + [grow("k", -2), cast("k", torch.float64)],
+        "v": tensor_bad("v") + [grow("v", -2)],
+    },
+    gen={"q": Gen("float"), "k": Gen("float"), "v": Gen("float")},
+)
+entry(
+    "checks.check_leading_axes",
+    checks.check_leading_axes,
+    lambda s: dict(tensors={"a": r(2, 3, 4), "b": r(1, 5, 4)}),
+    bad={"tensors": [Bad(lambda kw: {"a": r(2, 3, 4), "b": r(3, 5, 4)}, "(2,…)-vs-(3,…)")]},
+    names={"tensors": "leading"},
+)
+entry(
+    "checks.check_axis",
+    checks.check_axis,
+    lambda s: dict(dim=-1, tensor=r(2, 3), tensor_name="scores"),
+    bad={"dim": [2, -3, 1.0, None, True]},
+    names={"dim": "dim"},
+)
+entry(
+    "checks.check_instance",
+    checks.check_instance,
+    lambda s: dict(value=r(2), kind=torch.Tensor, name="x"),
+    bad={"value": [None, "abc", [1.0]]},
+    names={"value": "x"},
+)
+entry(
+    "checks.check_generator",
+    checks.check_generator,
+    lambda s: dict(generator=torch.Generator()),
+    bad={"generator": ["abc", 0, Bad(lambda kw: np.random.default_rng(0), "numpy-rng")]},
+)
+entry(
+    "checks.check_float_dtype",
+    checks.check_float_dtype,
+    lambda s: dict(dtype=torch.float64),
+    bad={"dtype": [torch.int64, torch.bool, "float32", None]},
+)
+entry(
+    "checks.check_device",
+    checks.check_device,
+    lambda s: dict(device="cpu"),
+    bad={"device": ["nowhere", 1.5, [0]]},
+)
+entry(
+    "checks.check_features",
+    checks.check_features,
+    lambda s: dict(x=r(s.B, s.T, DM), name="x", d_model=DM),
+    bad={"x": tensor_bad("x") + [grow("x", -1), flat("x")]},
+    gen={"x": Gen("float", (3,))},
+)
+entry(
+    "checks.check_scoring_inputs",
+    checks.check_scoring_inputs,
+    lambda s: dict(
+        owner="DotProductAttention",
+        queries=r(s.B, s.Q, s.D),
+        keys=r(s.B, s.K, s.D),
+        values=r(s.B, s.K, s.V),
+    ),
+    bad={
+        "queries": tensor_bad("queries") + [grow("queries", -1)],
+        "keys": tensor_bad("keys") + [cast("keys", torch.float64)],
+        "values": tensor_bad("values") + [grow("values", -2)],
+    },
+)
+entry(
+    "checks.as_real_tensor",
+    checks.as_real_tensor,
+    lambda s: dict(x=[1, 2], name="u"),
+    bad={"x": ["abc", None, torch.tensor([True]), torch.tensor([1j])]},
+    names={"x": "u"},
+)
+entry(
+    "checks.check_positive_scalar",
+    checks.check_positive_scalar,
+    lambda s: dict(value=torch.tensor(2.0), name="w"),
+    bad={"value": [0.0, -1.0, NAN, "1", torch.ones(2), torch.tensor(True)]},
+    names={"value": "w"},
+)
+entry(
+    "checks.as_integer_tensor",
+    checks.as_integer_tensor,
+    lambda s: dict(value=[1, 2], name="lens", shape="(B,)"),
+    bad={"value": ["abc", [1.5], torch.tensor([True]), None]},
+    names={"value": "lens"},
+)
+entry(
+    "checks.check_pm1",
+    checks.check_pm1,
+    lambda s: dict(x=torch.tensor([1.0, -1.0]), name="state", shape="(N,)"),
+    bad={"x": NOT_TENSOR + [torch.tensor([1.0, 0.0]), torch.ones(2, dtype=torch.uint8)]},
+    names={"x": "state"},
+)
+entry(
+    "checks.check_square",
+    checks.check_square,
+    lambda s: dict(matrix=r(3, 3), name="weights"),
+    bad={
+        "matrix": NOT_TENSOR
+        + [grow("matrix", 0), flat("matrix"), Bad(lambda kw: torch.full((2, 2), NAN), "nan")]
+    },
+    names={"matrix": "weights"},
+)
+entry(
+    "checks.check_patterns_and_query",
+    checks.check_patterns_and_query,
+    lambda s: dict(patterns=r(4, 3), xi=r(2, 4), beta=1.0),
+    bad={
+        "patterns": NOT_TENSOR + [flat("patterns"), cast("patterns", torch.float64)],
+        "xi": NOT_TENSOR + [grow("xi", -1)],
+        "beta": reals(extra=[0.0, -1.0]),
+    },
+)
+entry(
+    "checks.check_even",
+    checks.check_even,
+    lambda s: dict(value=4, name="d_model"),
+    bad={"value": ints(1) + [3]},
+    names={"value": "d_model"},
+)
+entry(
+    "checks.check_token_id",
+    checks.check_token_id,
+    lambda s: dict(value=2, name="bos", vocab_size=VOCAB),
+    bad={"value": ints(0) + [VOCAB]},
+    names={"value": "bos"},
+)
+entry(
+    "checks.check_lengths",
+    checks.check_lengths,
+    lambda s: dict(length=4, min_length=2),
+    bad={"length": ints(1), "min_length": [0, 5, 1.5, "2"]},
+)
+entry(
+    "checks.check_vocab",
+    checks.check_vocab,
+    lambda s: dict(vocab={"a": 0}),
+    bad={"vocab": [None, ["a"], {"a": 1.0}, {1: 0}]},
+)
+entry(
+    "checks.as_real_array",
+    checks.as_real_array,
+    lambda s: dict(matrix=[[1, 2], [3, 4]]),
+    bad={"matrix": ["abc", [["a"]], torch.tensor([[1j]])]},
+)
+entry(
+    "checks.check_limits",
+    checks.check_limits,
+    lambda s: dict(vmin=0.0, vmax=1.0),
+    bad={"vmin": [2.0, NAN, "0"], "vmax": [-1.0, INF]},
+)
+entry(
+    "checks.check_positions",
+    checks.check_positions,
+    lambda s: dict(module=positional.SinusoidalPositionalEncoding(DM, MAX_LEN), x=r(s.B, 3, DM)),
+    bad={"x": tensor_bad("x") + [grow("x", -1), Bad(lambda kw: r(1, MAX_LEN + 1, DM), "long")]},
+)
 
 # --- helpers.seeding
 entry(
@@ -852,12 +1025,10 @@ entry(
     zero="BQK",
     out=lambda s: ((s.B, s.Q, DM), (s.B, NH, s.Q, s.K)),
 )
-entry(
+entry(  # a reshape inside forward: unchecked (forward checked its input)
     "multihead.MultiHeadAttention.split_heads",
     method("split_heads"),
     lambda s: dict(module=mha(), x=r(s.B, s.T, DM)),
-    bad={"x": NOT_TENSOR + [as_list("x"), as_array("x"), flat("x"), add_axis("x"), grow("x", -1)]},
-    gen={"x": Gen("any", (3,))},
     zero="BT",
     out=lambda s: (s.B, NH, s.T, DM // NH),
 )
@@ -865,19 +1036,6 @@ entry(
     "multihead.MultiHeadAttention.merge_heads",
     method("merge_heads"),
     lambda s: dict(module=mha(), x=r(s.B, NH, s.T, DM // NH)),
-    bad={
-        "x": NOT_TENSOR
-        + [
-            as_list("x"),
-            as_array("x"),
-            flat("x"),
-            add_axis("x"),
-            grow("x", -1),
-            grow("x", 1),
-            drop_axis("x"),
-        ]
-    },
-    gen={"x": Gen("any", (4,))},
     zero="BT",
     out=lambda s: (s.B, s.T, DM),
 )
@@ -1145,6 +1303,8 @@ for _fn in (
     mlp.tanh_derivative,
     mlp.gelu,
     mlp.gelu_derivative,
+    mlp.identity,
+    mlp.identity_derivative,
 ):
     entry(
         f"mlp.{_fn.__name__}",
@@ -1504,7 +1664,7 @@ entry(
     lambda s: dict(
         model=model(),
         src=_tokens(s.B, s.S),
-        max_len=3,
+        max_new_tokens=3,
         bos=1,
         eos=2,
         src_valid_lens=torch.randint(0, s.S + 1, (s.B,)),
@@ -1514,7 +1674,7 @@ entry(
     bad={
         "model": [None, "abc", nn.Linear(2, 2), mha()],
         "src": _TOKENS_BAD("src"),
-        "max_len": ints(1) + [MAX_LEN + 1],
+        "max_new_tokens": ints(1) + [MAX_LEN + 1],
         "bos": ints() + [VOCAB],
         "eos": ints(optional=True) + [VOCAB],
         "pad": ints() + [VOCAB],
@@ -1643,7 +1803,7 @@ entry(
         k=r(s.B, s.T, s.D),
         v=r(s.B, s.T, s.V),
         feature_map=efficient.elu_feature_map,
-        causal=True,
+        is_causal=True,
     ),
     bad=dict(
         _qkv_bad(),
@@ -1656,7 +1816,7 @@ entry(
             lambda x: x.double().exp(),
             lambda x: x.tolist(),
         ],
-        causal=FLAGS,
+        is_causal=FLAGS,
     ),
     names={"feature_map": "feature_map"},
     gen=_QKV_GEN,
@@ -1668,21 +1828,21 @@ entry(
 _DH = DM // NH
 
 
-def _cache(s: Sizes) -> kvcache.KVCache:
-    cache = kvcache.KVCache()
+def _cache(s: Sizes) -> multihead.KVCache:
+    cache = multihead.KVCache()
     cache.append(r(s.B, NH, 1, _DH), r(s.B, NH, 1, _DH))
     return cache
 
 
 entry(
-    "kvcache.KVCache",
-    kvcache.KVCache,
+    "multihead.KVCache",
+    multihead.KVCache,
     lambda s: dict(capacity=4),
     bad={"capacity": ints(1, optional=True)},
     nums={"capacity": Num(True, minimum=1)},
 )
 entry(
-    "kvcache.KVCache.append",
+    "multihead.KVCache.append",
     method("append"),
     lambda s: dict(module=_cache(s), keys=r(s.B, NH, s.T, _DH), values=r(s.B, NH, s.T, _DH)),
     bad={
@@ -1846,6 +2006,7 @@ entry(
     lambda s: dict(sizes=[1.0, 2.0, 4.0], times=[1.0, 4.0, 16.0]),
     bad={
         "sizes": [
+            [2.0, 2.0, 2.0],  # one size: no slope
             None,
             "abc",
             [1.0],
@@ -1909,7 +2070,8 @@ entry(
     measure.attention_entropy,
     lambda s: dict(weights=torch.softmax(r(s.B, s.Q, s.K), -1), dim=-1),
     bad={
-        "weights": tensor_bad("weights") + [Bad(lambda kw: torch.tensor(1.0), "0-d")],
+        "weights": tensor_bad("weights")
+        + [Bad(lambda kw: torch.tensor(1.0), "0-d"), Bad(lambda kw: -kw["weights"], "negative")],
         "dim": [3, -4, 1.5, True, None],
     },
     gen={"weights": Gen("float", tuple(range(1, 6)))},

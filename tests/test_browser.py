@@ -1,31 +1,38 @@
 """Browser tests: the built site (_build/html) opened in headless Chromium, offline.
 
-For every page: no request leaves 127.0.0.1 (others are refused and recorded), the console
-has no errors, no raw ``$$`` is left untypeset, and every slider changes the visible
-picture. Full-page screenshots go to ``_build/screenshots/`` for a person to look at: at
-the root, desktop light (``<page>.png``), and in ``desktop-dark/``, ``phone-light/`` and
-``phone-dark/`` (390 CSS px wide).
+Each page is opened once per look (desktop and phone width, light and dark), and every check
+of that look runs on that one opening:
 
-A reader's experience on every screen:
+* no request leaves 127.0.0.1 (others are refused and recorded), the console has no errors,
+  the theme follows the reader's colour scheme;
+* an axe-core audit (npm, read from node_modules): no serious or critical violation
+  (desktop light and dark, phone dark);
+* desktop light: no raw ``$$`` is left untypeset, every slider changes the visible picture,
+  the theme's full FontAwesome is never loaded and every icon drawn is in the subset fonts
+  the build writes, the sidebar opens with the book's title in view;
+* dark: a live figure has one frame, as a static one;
+* phone light (390 CSS px): the page does not scroll sideways, no figure is shown below its
+  natural size, the sidebar drawer opens with the book's title in view.
 
-* an axe-core audit (npm, read from node_modules) of every page, light and dark at desktop
-  width and dark at phone width: no serious or critical violation;
-* dark mode: a live figure has one frame, as a static one;
-* the chapter sidebar opens with the book's title in view, on a desktop and in the drawer a
-  phone opens it in;
-* page weight: no page loads the theme's full FontAwesome (script or fonts), every icon a
-  page draws is in the subset fonts the build writes;
-* the throttled first view (benchmarks/site.py's phone profile: 4x slower CPU, 9 Mbit/s,
-  60 ms): at most 1.5 MB compressed per page and the first slider becomes usable (how soon
-  is a budget that `make bench` measures, not a test).
+Under a sub-path (as GitHub Pages serves a project) each page is opened once more: offline,
+clean, typeset, every slider live. The 404 page, search and the launch links are checked at
+the root and under the sub-path, and each page's throttled first view once: at most 1.5 MB
+compressed and a first slider that becomes usable (how soon is a budget that `make bench`
+measures, never a test).
+
+Full-page screenshots go to ``_build/screenshots/``: desktop light at the root
+(``<page>.png``), the other looks in ``desktop-dark/``, ``phone-light/``, ``phone-dark/``,
+the sub-path in ``sub-path/``, the sidebar in ``sidebar/``.
 
 Uses Debian's /usr/bin/chromium through Python playwright (never ``playwright install``).
-Under CI (``CI=true``) a missing browser or site is a failure, not a skip.
+Under CI (``CI=true``) a missing browser or site is a failure, not a skip. Tests are
+independent (one browser per pytest-xdist worker), so they spread over the workers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import http.server
 import importlib.util
@@ -65,8 +72,7 @@ LOOKS = {
     "phone-light": (PHONE, "light"),
     "phone-dark": (PHONE, "dark"),
 }
-# Where each page is audited (and screenshotted, but for desktop-light: the first test's
-# root screenshots; and phone-light: test_page_does_not_scroll_sideways_on_a_phone's).
+# Where each page is audited by axe-core.
 AUDITED = ["desktop-light", "desktop-dark", "phone-dark"]
 # What the theme used to load for its icons: nothing may request these any more.
 FULL_ICON_ASSETS = ("scripts/fontawesome.js", "vendor/fontawesome/webfonts/", "html-manager/")
@@ -96,6 +102,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):  # keep test output clean
         pass
 
+    def handle(self):  # a page closed mid-response is not an error of the site
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            super().handle()
+
     def send_error(self, code, message=None, explain=None):
         page = SITE / "404.html"
         if code != 404 or not page.is_file():
@@ -106,7 +116,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(body)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self.wfile.write(body)
 
 
 class _SubPathHandler(_QuietHandler):
@@ -154,6 +165,12 @@ def root_server():
 
 
 @pytest.fixture(scope="module")
+def sub_path_server():
+    with _serving(_SubPathHandler, _SubPathHandler.PREFIX) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.exists():
         _unavailable(f"{CHROMIUM} not found: apt-get install chromium")
@@ -167,121 +184,235 @@ def browser():
         chromium.close()
 
 
-def _open(browser, url: str, look: str = "desktop-light"):
-    """Open ``url`` as ``look`` (a key of LOOKS); return (page, external requests, console
-    errors) once the widgets are rendered and MathJax has typeset the page."""
+@dataclasses.dataclass
+class Opened:
+    """A page opened as a reader would see it, with what the opening logged."""
+
+    page: object  # playwright Page
+    external: list  # requests refused because they left 127.0.0.1
+    errors: list  # console errors, uncaught exceptions, HTTP statuses >= 400
+    requested: list  # every URL the page requested
+
+
+def _open(browser, url: str, look: str = "desktop-light") -> Opened:
+    """Open ``url`` as ``look`` (a key of LOOKS), once the widgets are rendered and MathJax
+    has typeset the page."""
     options, scheme = LOOKS[look]
     page = browser.new_page(**options, color_scheme=scheme)
-    external, errors = [], []
+    opened = Opened(page, [], [], [])
 
     def route(request_route):
         target = request_route.request.url
         if target.startswith("http://127.0.0.1:") or target.startswith("data:"):
             request_route.continue_()
         else:
-            external.append(target)
+            opened.external.append(target)
             request_route.abort()
 
     page.route("**/*", route)
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("request", lambda r: opened.requested.append(r.url))
+    page.on("console", lambda m: opened.errors.append(m.text) if m.type == "error" else None)
     page.on(
         "response",
-        lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,
+        lambda r: opened.errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,
     )
-    page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
-    page.goto(url, wait_until="networkidle")
-    # The book's widget manager marks the page once every widget is rendered.
-    page.wait_for_function(
-        "() => !document.querySelector('script[type=\"application/vnd.jupyter.widget-state+json\"]')"
-        " || document.documentElement.dataset.widgetsRendered === 'true'",
-        timeout=30_000,
-    )
-    # Deferred scripts have run by now; wait for MathJax 3 to finish typesetting.
-    page.evaluate(
-        "() => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
-        " ? MathJax.startup.promise.then(() => true) : true"
-    )
-    page.wait_for_timeout(300)
-    return page, external, errors
-
-
-@pytest.mark.parametrize("page_path", _pages() or ["index.html"])
-def test_page_offline_clean_and_live(browser, server, page_path):
-    page, external, errors = _open(browser, f"{server}/{page_path}")
+    page.on("pageerror", lambda e: opened.errors.append(f"uncaught: {e}"))
     try:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        if "/attention-mechanisms" in server:
-            shot = (
-                SHOTS / "sub-path" / (page_path.replace("/", "__").removesuffix(".html") + ".png")
-            )
-            shot.parent.mkdir(parents=True, exist_ok=True)
-        else:
-            shot = SHOTS / (page_path.replace("/", "__").removesuffix(".html") + ".png")
-        page.screenshot(path=str(shot), full_page=True)
-
-        assert external == [], f"requests left 127.0.0.1: {external}"
-        assert errors == [], f"console errors: {errors}"
-        text = page.locator("article, main, body").first.inner_text()
-        assert "$$" not in text, "raw $$ left in the page: maths was not typeset"
-
-        handles = page.locator(".widget-slider .noUi-handle")
-        widget_states = page.locator('script[type="application/vnd.jupyter.widget-view+json"]')
-        if widget_states.count():
-            assert handles.count() > 0, "the page has widget views but no slider rendered"
-        for i in range(handles.count()):
-            _assert_slider_changes_picture(page, handles.nth(i), page_path, i)
-    finally:
-        page.close()
-
-
-@pytest.mark.parametrize("page_path", [p for p in _pages() if p != "404.html"] or ["index.html"])
-def test_page_does_not_scroll_sideways_on_a_phone(browser, server, page_path):
-    """At 390 CSS px no page is wider than the screen: long inline code wraps and a wide
-    display equation scrolls inside its own box; every figure, static or live, is shown at
-    its natural size (wide ones scroll inside their output box), so the label sizes of
-    benchmarks/figures.py (at least 9 CSS px) hold. Full-page screenshots (one pixel per CSS
-    pixel) go to _build/screenshots/phone-light/."""
-    page = browser.new_page(
-        viewport={"width": 390, "height": 844},
-        is_mobile=True,
-        has_touch=True,
-        device_scale_factor=2,
-    )
-    try:
-        page.route(
-            "**/*",
-            lambda r: (
-                r.continue_()
-                if r.request.url.startswith(("http://127.0.0.1:", "data:"))
-                else r.abort()
-            ),
+        page.goto(url, wait_until="networkidle")
+        # The book's widget manager marks the page once every widget is rendered.
+        page.wait_for_function(
+            "() => !document.querySelector("
+            "'script[type=\"application/vnd.jupyter.widget-state+json\"]')"
+            " || document.documentElement.dataset.widgetsRendered === 'true'",
+            timeout=60_000,
         )
-        page.goto(f"{server}/{page_path}", wait_until="networkidle")
+        # Deferred scripts have run by now; wait for MathJax 3 to finish typesetting.
         page.evaluate(
             "() => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
             " ? MathJax.startup.promise.then(() => true) : true"
         )
-        overflow = page.evaluate(
-            "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
-        )
-        if "/attention-mechanisms" not in server:
-            shot = SHOTS / "phone-light" / _shot_name(page_path)
-            shot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(shot), full_page=True, scale="css")
-        # Wait for the widgets, then measure every figure's displayed width against its own.
-        page.wait_for_function(
-            "() => !document.querySelector('script[type=\"application/vnd.jupyter.widget-state+json\"]')"
-            " || document.documentElement.dataset.widgetsRendered === 'true'",
-            timeout=30_000,
-        )
-        shrunk = page.evaluate(SHRUNK_FIGURES_JS)
-        assert overflow <= 0, f"{page_path} scrolls sideways by {overflow} px at 390 px"
-        assert shrunk == [], (
-            f"{page_path}: figures shown smaller than their natural size at "
-            f"390 px, so their labels shrink below 9 px: {shrunk}"
-        )
+        page.wait_for_timeout(300)
+    except BaseException:
+        page.close()
+        raise
+    return opened
+
+
+def _shot_name(page_path: str) -> str:
+    return page_path.replace("/", "__").removesuffix(".html") + ".png"
+
+
+def _shot(folder: str, page_path: str) -> Path:
+    shot = SHOTS / folder / _shot_name(page_path)
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    return shot
+
+
+# --- One opening per page and look: every check of that look
+
+
+@pytest.mark.parametrize("look", list(LOOKS))
+@pytest.mark.parametrize("page_path", _pages() or ["index.html"])
+def test_page_in_each_look(browser, root_server, page_path, look):
+    """Every page at desktop and phone width, light and dark, opened once for all the checks
+    of that look (see the module's docstring); every problem found is reported together."""
+    if look in AUDITED and not AXE.is_file():
+        _unavailable(f"{AXE} not found: run `npm ci` (make book)")
+    opened = _open(browser, f"{root_server}/{page_path}", look)
+    page, scheme = opened.page, LOOKS[look][1]
+    problems: list[str] = []
+    try:
+        if look == "desktop-light":
+            page.screenshot(path=str(_shot("", page_path)), full_page=True)
+        elif look == "phone-light":  # one pixel per CSS pixel
+            page.screenshot(path=str(_shot(look, page_path)), full_page=True, scale="css")
+        else:
+            page.screenshot(path=str(_shot(look, page_path)), full_page=True)
+
+        if opened.external:
+            problems.append(f"requests left 127.0.0.1: {opened.external}")
+        if page_path == "404.html":  # self-contained, no theme; its own 404 status is logged
+            errors = [e for e in opened.errors if "404" not in e]
+        else:
+            errors = opened.errors
+            theme = page.evaluate("() => document.documentElement.dataset.theme")
+            if theme != scheme:
+                problems.append(f"the theme is {theme!r} for a reader who prefers {scheme!r}")
+        if errors:
+            problems.append(f"console errors: {errors}")
+
+        if scheme == "dark":
+            for i, boxes in enumerate(page.evaluate(FRAME_BOXES_JS)):
+                if len(boxes) != 1:
+                    problems.append(
+                        f"live figure {i} has {len(boxes)} frames in dark mode: {boxes}"
+                    )
+        if look == "desktop-light":
+            problems += _desktop_checks(opened, page_path)
+        if look == "phone-light" and page_path != "404.html":
+            problems += _phone_checks(page, page_path)
+        if look in AUDITED:
+            page.add_script_tag(path=str(AXE))
+            problems += [
+                f"axe: {v['impact']} {v['rule']} ({v['help']}): {v['target']}: {v['html']}"
+                for v in page.evaluate(AXE_RUN)
+            ]
+        # Last, as it opens the drawer on a phone: the sidebar shows the book's title.
+        if page_path.startswith("chapters/") and look in ("desktop-light", "phone-light"):
+            problems += _sidebar_checks(page, page_path, look)
     finally:
         page.close()
+    assert not problems, f"{page_path} ({look}):\n  " + "\n  ".join(problems)
+
+
+def _desktop_checks(opened: Opened, page_path: str) -> list[str]:
+    """Typeset maths, live sliders, icon fonts and (chapter 2) the launch links."""
+    page, problems = opened.page, []
+    text = page.locator("article, main, body").first.inner_text()
+    if "$$" in text:
+        problems.append("raw $$ left in the page: maths was not typeset")
+    problems += _slider_checks(page, page_path)
+
+    heavy = [u for u in opened.requested if any(a in u for a in FULL_ICON_ASSETS)]
+    if heavy:
+        problems.append(f"the page loads the full icon assets: {heavy}")
+    cmaps = _subset_cmaps()
+    for g in page.evaluate(FONT_AWESOME_GLYPHS_JS):
+        if "Brands" in g["family"]:
+            style = "brands"
+        else:
+            style = "solid" if int(g["weight"]) >= 600 else "regular"
+        problems += [
+            f"draws an icon the subset fonts lack: {g['where']}: U+{ord(c):04X} ({style})"
+            for c in g["text"]
+            if not c.isspace() and ord(c) not in cmaps[style]
+        ]
+    return problems
+
+
+def _slider_checks(page, page_path: str) -> list[str]:
+    """Every slider on the page changes its readout and its picture."""
+    problems = []
+    handles = page.locator(".widget-slider .noUi-handle")
+    views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]')
+    if views.count() and not handles.count():
+        problems.append("the page has widget views but no slider rendered")
+    for i in range(handles.count()):
+        try:
+            _assert_slider_changes_picture(page, handles.nth(i), page_path, i)
+        except AssertionError as e:
+            problems.append(str(e))
+    return problems
+
+
+def _phone_checks(page, page_path: str) -> list[str]:
+    """At 390 CSS px no page is wider than the screen: long inline code wraps and a wide
+    display equation scrolls inside its own box; every figure, static or live, is shown at
+    its natural size (wide ones scroll inside their output box), so the label sizes of
+    benchmarks/figures.py (at least 9 CSS px) hold."""
+    problems = []
+    overflow = page.evaluate(
+        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    if overflow > 0:
+        problems.append(f"the page scrolls sideways by {overflow} px at 390 px")
+    shrunk = page.evaluate(SHRUNK_FIGURES_JS)
+    if shrunk:
+        problems.append(
+            "figures shown smaller than their natural size at 390 px, so their labels "
+            f"shrink below 9 px: {shrunk}"
+        )
+    return problems
+
+
+def _sidebar_checks(page, page_path: str, look: str) -> list[str]:
+    """The theme scrolls the sidebar to the current chapter, which hid the book's title; on a
+    phone its button did not open the drawer at all. Now the title is in view, on top of
+    what is around it: in the sidebar on a desktop, in the drawer the button opens on a
+    phone."""
+    page.evaluate("() => window.scrollTo(0, 0)")
+    container = "#pst-primary-sidebar"
+    if look.startswith("phone"):
+        page.locator(".primary-toggle:visible").first.click()
+        page.wait_for_selector("#pst-primary-sidebar-modal[open]", timeout=10_000)
+        page.wait_for_timeout(300)
+        container = "#pst-primary-sidebar-modal"
+    title = page.evaluate(TITLE_IN_VIEW_JS, container)
+    page.screenshot(path=str(_shot("sidebar", f"{look}-{page_path.replace('/', '__')}")))
+    if not title["found"]:
+        return [f"no book title in {container}"]
+    problems = []
+    if title["text"] != "Attention Mechanisms":
+        problems.append(f"the sidebar's title reads {title['text']!r}")
+    if not (title["boxTop"] - 1 <= title["top"] and title["bottom"] <= title["boxBottom"] + 1):
+        problems.append(f"the sidebar's title is out of view: {title}")
+    if not title["onTop"]:
+        problems.append(f"the sidebar's title is covered: {title}")
+    return problems
+
+
+@pytest.mark.parametrize("page_path", _pages() or ["index.html"])
+def test_page_under_a_sub_path(browser, sub_path_server, page_path):
+    """Served under a sub-path, as GitHub Pages serves a project: offline, no console error,
+    maths typeset and every slider live (relative links to scripts, styles and widget state
+    all resolve)."""
+    opened = _open(browser, f"{sub_path_server}/{page_path}")
+    page, problems = opened.page, []
+    try:
+        page.screenshot(path=str(_shot("sub-path", page_path)), full_page=True)
+        if opened.external:
+            problems.append(f"requests left 127.0.0.1: {opened.external}")
+        errors = opened.errors
+        if page_path == "404.html":
+            errors = [e for e in errors if "404" not in e]
+        if errors:
+            problems.append(f"console errors: {errors}")
+        if "$$" in page.locator("article, main, body").first.inner_text():
+            problems.append("raw $$ left in the page: maths was not typeset")
+        problems += _slider_checks(page, page_path)
+    finally:
+        page.close()
+    assert not problems, f"{page_path} (sub-path):\n  " + "\n  ".join(problems)
 
 
 # Every figure of the page (static outputs and the visible live frames) with its displayed
@@ -316,73 +447,6 @@ def _assert_slider_changes_picture(page, handle, page_path: str, index: int) -> 
     assert after_png != before_png, f"{where}: moving the slider did not change the picture"
 
 
-@pytest.mark.parametrize("missing", ["no-such-page.html", "chapters/99_no_such_chapter.html"])
-def test_a_missing_page_gets_the_404_page_and_a_way_home(browser, server, missing):
-    page, external, errors = _open(browser, f"{server}/{missing}")
-    try:
-        assert "Page not found" in page.locator("h1").inner_text()
-        assert external == []
-        # The only errors: the page's own 404 status, as the network log and console report it.
-        assert [e for e in errors if "404" not in e] == [], errors
-        home = page.evaluate("() => document.getElementById('home').href")  # absolute
-        assert home == f"{server}/index.html"
-        page.locator("#home").click()
-        page.wait_for_load_state("networkidle")
-        assert page.url in (f"{server}/index.html", f"{server}/book/intro.html"), page.url
-        assert "Page not found" not in page.title()
-    finally:
-        page.close()
-
-
-def test_offline_search_finds_a_chapter(browser, server):
-    page, external, errors = _open(browser, f"{server}/search.html?q=softmax")
-    try:
-        page.wait_for_selector("#search-results li, ul.search li", timeout=15000)
-        results = page.locator("#search-results li, ul.search li")
-        titles = " ".join(results.all_inner_texts())
-        assert results.count() >= 3, f"search for 'softmax' found only: {titles!r}"
-        assert "attention" in titles.lower()
-        assert external == [] and errors == [], (external, errors)
-    finally:
-        page.close()
-
-
-def test_chapter_pages_offer_download_and_launch_links(browser, server):
-    page, _, _ = _open(browser, f"{server}/chapters/02_attention_pooling.html")
-    try:
-        hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
-        assert any(h.endswith("_sources/chapters/02_attention_pooling.ipynb") for h in hrefs), (
-            "no download link for the notebook"
-        )
-        url = _repository_url()
-        assert any(
-            h.startswith("https://colab.research.google.com/github/")
-            and url.removeprefix("https://github.com/") in h
-            for h in hrefs
-        ), "no Colab link"
-        assert not any("mybinder.org" in h for h in hrefs), (
-            "a Binder link: Binder is not checked (README, Where it runs)"
-        )
-    finally:
-        page.close()
-
-
-def _repository_url() -> str:
-    import sys
-
-    sys.path.insert(0, str(ROOT / "book" / "tools"))
-    import bootstrap
-
-    return bootstrap.repository_url()
-
-
-# --- Every screen, dark mode, accessibility, page weight, the throttled first view
-
-
-def _shot_name(page_path: str) -> str:
-    return page_path.replace("/", "__").removesuffix(".html") + ".png"
-
-
 # The boxes (a background or a border) around each live figure's frame, from the <img> up to
 # its output area: in dark mode the theme's light box around the image is the only one.
 FRAME_BOXES_JS = """() => [...document.querySelectorAll('.widget-subarea img')]
@@ -413,47 +477,6 @@ AXE_RUN = """async () => {
 }"""
 
 
-@pytest.mark.parametrize("look", AUDITED)
-@pytest.mark.parametrize("page_path", _pages() or ["index.html"])
-def test_page_light_dark_desktop_phone_and_axe_audit(browser, root_server, page_path, look):
-    """Every page light and dark at desktop width, and dark at phone width (390 px; light at
-    phone width is test_page_does_not_scroll_sideways_on_a_phone); screenshots in
-    _build/screenshots/<look>/ (desktop-light: the root ones of
-    test_page_offline_clean_and_live).
-
-    * The theme follows the reader's colour scheme and the console stays clean.
-    * Dark mode: each live figure has one frame (the theme gives each output image a light
-      box; it used to give the widget's area a second one around it).
-    * axe-core (npm, pinned in package.json, injected from node_modules: no network), default
-      rule set: no serious or critical violation, the sliders and frames included.
-    """
-    if not AXE.is_file():
-        _unavailable(f"{AXE} not found: run `npm ci` (make book)")
-    page, external, errors = _open(browser, f"{root_server}/{page_path}", look)
-    try:
-        if look != "desktop-light":
-            shot = SHOTS / look / _shot_name(page_path)
-            shot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(shot), full_page=True)
-        scheme = LOOKS[look][1]
-        assert external == [], f"requests left 127.0.0.1: {external}"
-        if page_path != "404.html":  # self-contained, no theme; its own 404 status is logged
-            assert errors == [], f"console errors: {errors}"
-            assert page.evaluate("() => document.documentElement.dataset.theme") == scheme
-        if scheme == "dark":
-            for i, boxes in enumerate(page.evaluate(FRAME_BOXES_JS)):
-                assert len(boxes) == 1, (
-                    f"{page_path}: live figure {i} has {len(boxes)} frames in dark mode: {boxes}"
-                )
-        page.add_script_tag(path=str(AXE))
-        found = page.evaluate(AXE_RUN)
-    finally:
-        page.close()
-    assert not found, f"{page_path} ({look}): serious or critical violations:\n" + "\n".join(
-        f"  {v['impact']} {v['rule']} ({v['help']}): {v['target']}: {v['html']}" for v in found
-    )
-
-
 TITLE_IN_VIEW_JS = """(container) => {
   const box = document.querySelector(container);
   const title = box && box.querySelector('.navbar-brand .logo__title, .navbar-brand');
@@ -465,39 +488,6 @@ TITLE_IN_VIEW_JS = """(container) => {
           boxTop: Math.max(b.top, 0), boxBottom: Math.min(b.bottom, innerHeight),
           onTop: !!hit && (title.contains(hit) || hit.contains(title))};
 }"""
-
-
-@pytest.mark.parametrize("look", ["desktop-light", "phone-light"])
-@pytest.mark.parametrize(
-    "page_path",
-    [p for p in _pages() if p.startswith("chapters/")] or ["chapters/01_mlp_and_activations.html"],
-)
-def test_chapter_sidebar_opens_with_the_book_title_in_view(browser, root_server, page_path, look):
-    """The theme scrolls the sidebar to the current chapter, which hid the book's title; on a
-    phone its button did not open the drawer at all. Now the title is in view, on top of
-    what is around it: in the sidebar on a desktop, in the drawer the button opens on a
-    phone."""
-    page, _, errors = _open(browser, f"{root_server}/{page_path}", look)
-    try:
-        container = "#pst-primary-sidebar"
-        if look.startswith("phone"):
-            page.locator(".primary-toggle:visible").first.click()
-            page.wait_for_selector("#pst-primary-sidebar-modal[open]", timeout=5000)
-            page.wait_for_timeout(300)
-            container = "#pst-primary-sidebar-modal"
-        title = page.evaluate(TITLE_IN_VIEW_JS, container)
-        shot = SHOTS / "sidebar" / f"{look}-{_shot_name(page_path)}"
-        shot.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(shot))
-        assert title["found"], f"{page_path}: no book title in {container}"
-        assert title["text"] == "Attention Mechanisms"
-        assert title["boxTop"] - 1 <= title["top"] and title["bottom"] <= title["boxBottom"] + 1, (
-            f"{page_path} ({look}): the title is out of view: {title}"
-        )
-        assert title["onTop"], f"{page_path} ({look}): the title is covered: {title}"
-        assert errors == [], errors
-    finally:
-        page.close()
 
 
 FONT_AWESOME_GLYPHS_JS = """() => {
@@ -536,49 +526,72 @@ def _subset_cmaps() -> dict[str, set[int]]:
     return {style: set(TTFont(ICONS / name).getBestCmap()) for style, name in names.items()}
 
 
-@pytest.mark.parametrize("page_path", _pages() or ["index.html"])
-def test_page_loads_no_full_icon_font_and_its_icons_are_in_the_subset(
-    browser, root_server, page_path
-):
-    """Page weight: the theme's fontawesome.js (1.5 MB) and full FontAwesome fonts, and the old
-    widget manager's, are never requested; every icon the page can draw (hidden ones too) is
-    a glyph of the subset fonts the build writes (else the browser would fetch the full
-    font)."""
-    requested = []
-    options, scheme = LOOKS["desktop-light"]
-    page = browser.new_page(**options, color_scheme=scheme)
+# --- The 404 page, search and launch links, at the root and under a sub-path
+
+
+@pytest.mark.parametrize("missing", ["no-such-page.html", "chapters/99_no_such_chapter.html"])
+def test_a_missing_page_gets_the_404_page_and_a_way_home(browser, server, missing):
+    opened = _open(browser, f"{server}/{missing}")
+    page, external, errors = opened.page, opened.external, opened.errors
     try:
-        page.route(
-            "**/*",
-            lambda r: (
-                r.continue_()
-                if r.request.url.startswith(("http://127.0.0.1:", "data:"))
-                else r.abort()
-            ),
-        )
-        page.on("request", lambda r: requested.append(r.url))
-        page.goto(f"{root_server}/{page_path}", wait_until="networkidle")
-        glyphs = page.evaluate(FONT_AWESOME_GLYPHS_JS)
+        assert "Page not found" in page.locator("h1").inner_text()
+        assert external == []
+        # The only errors: the page's own 404 status, as the network log and console report it.
+        assert [e for e in errors if "404" not in e] == [], errors
+        home = page.evaluate("() => document.getElementById('home').href")  # absolute
+        assert home == f"{server}/index.html"
+        page.locator("#home").click()
+        page.wait_for_load_state("networkidle")
+        assert page.url in (f"{server}/index.html", f"{server}/book/intro.html"), page.url
+        assert "Page not found" not in page.title()
     finally:
         page.close()
-    heavy = [u for u in requested if any(a in u for a in FULL_ICON_ASSETS)]
-    assert heavy == [], f"{page_path} loads the full icon assets: {heavy}"
-    cmaps = _subset_cmaps()
-    missing = []
-    for g in glyphs:
-        style = (
-            "brands"
-            if "Brands" in g["family"]
-            else "solid"
-            if int(g["weight"]) >= 600
-            else "regular"
+
+
+def test_offline_search_finds_a_chapter(browser, server):
+    opened = _open(browser, f"{server}/search.html?q=softmax")
+    page, external, errors = opened.page, opened.external, opened.errors
+    try:
+        page.wait_for_selector("#search-results li, ul.search li", timeout=15000)
+        results = page.locator("#search-results li, ul.search li")
+        titles = " ".join(results.all_inner_texts())
+        assert results.count() >= 3, f"search for 'softmax' found only: {titles!r}"
+        assert "attention" in titles.lower()
+        assert external == [] and errors == [], (external, errors)
+    finally:
+        page.close()
+
+
+def test_chapter_pages_offer_download_and_launch_links(browser, server):
+    page = _open(browser, f"{server}/chapters/02_attention_pooling.html").page
+    try:
+        hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+        assert any(h.endswith("_sources/chapters/02_attention_pooling.ipynb") for h in hrefs), (
+            "no download link for the notebook"
         )
-        missing += [
-            f"{g['where']}: U+{ord(c):04X} ({style})"
-            for c in g["text"]
-            if not c.isspace() and ord(c) not in cmaps[style]
-        ]
-    assert not missing, f"{page_path} draws icons the subset fonts lack: {missing}"
+        url = _repository_url()
+        assert any(
+            h.startswith("https://colab.research.google.com/github/")
+            and url.removeprefix("https://github.com/") in h
+            for h in hrefs
+        ), "no Colab link"
+        assert not any("mybinder.org" in h for h in hrefs), (
+            "a Binder link: Binder is not checked (README, Where it runs)"
+        )
+    finally:
+        page.close()
+
+
+def _repository_url() -> str:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "tools"))
+    import bootstrap
+
+    return bootstrap.repository_url()
+
+
+# --- The throttled first view
 
 
 def _site_benchmark():

@@ -90,40 +90,6 @@ def test_saturation_and_peaks():
         assert derivative(torch.tensor([-20.0, 20.0])).abs().max() < 1e-8
 
 
-def test_activation_module_rejects_unknown_names():
-    with pytest.raises(ValueError, match="activation must be one of"):
-        activation_module("swish")
-    with pytest.raises(ValueError, match="activation"):
-        MLP(2, [4], 1, activation="softplus")
-
-
-@pytest.mark.parametrize("name", [["relu"], None, 3])
-def test_activation_module_rejects_what_is_not_a_name(name):
-    """Regression: a list raised TypeError (unhashable) instead of naming the choices."""
-    with pytest.raises(ValueError, match=r"activation must be one of \['gelu', 'identity'"):
-        activation_module(name)
-    with pytest.raises(ValueError, match="activation must be one of"):
-        MLP(2, [4], 1, activation=name)
-
-
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("which", [0, 1])
-@pytest.mark.parametrize(
-    "x, match",
-    [
-        ([1.0, -2.0], r"x must be a torch.Tensor of shape \(…\), got \[1.0, -2.0\]"),
-        (1.5, r"x must be a torch.Tensor"),
-        (torch.tensor([1, -2]), "x must be a floating-point tensor, got dtype torch.int64"),
-        (torch.tensor([True]), "x must be a floating-point tensor, got dtype torch.bool"),
-    ],
-)
-def test_activations_and_derivatives_reject_what_is_not_a_floating_tensor(name, which, x, match):
-    """Regression: relu of an int tensor returned ints (and its derivative was 0/1 ints); a
-    list raised TypeError or AttributeError."""
-    with pytest.raises(ValueError, match=match):
-        ACTIVATIONS[name][which](x)
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_activations_of_empty_tensors_are_empty(name):
     for fn in ACTIVATIONS[name]:
@@ -154,66 +120,10 @@ def test_mlp_matches_the_formula():
     torch.testing.assert_close(net(x), by_hand)
 
 
-@pytest.mark.parametrize(
-    "bad, match",
-    [
-        (dict(in_features=0, hidden_sizes=[4], out_features=1), "in_features must be a positive"),
-        (
-            dict(in_features=2, hidden_sizes=[4, 0], out_features=1),
-            r"hidden_sizes\[1\] must be a "
-            r"positive integer, got 0",
-        ),
-        (dict(in_features=2, hidden_sizes=[4], out_features=-1), "out_features must be a positive"),
-        (dict(in_features=2.0, hidden_sizes=[4], out_features=1), "in_features must be a positive"),
-        (dict(in_features=2, hidden_sizes=4, out_features=1), "hidden_sizes must be a sequence"),
-        (dict(in_features=2, hidden_sizes=[True], out_features=1), r"hidden_sizes\[0\] must be"),
-        # regressions: these raised TypeError
-        (dict(in_features=2, hidden_sizes=None, out_features=1), "hidden_sizes must be a sequence"),
-        (dict(in_features=2, hidden_sizes="16", out_features=1), "hidden_sizes must be a sequence"),
-        (dict(in_features=2, hidden_sizes=[4.0], out_features=1), r"hidden_sizes\[0\] must be"),
-        (
-            dict(in_features=2, hidden_sizes=torch.tensor([4]), out_features=1),
-            "hidden_sizes must be a sequence",
-        ),
-    ],
-)
-def test_mlp_rejects_bad_sizes(bad, match):
-    with pytest.raises(ValueError, match=match):
-        MLP(**bad)
-
-
 def test_mlp_takes_any_iterable_of_widths_and_numpy_integers():
     net = MLP(np.int64(2), (w for w in [3, 4]), 1)
     assert [(m.in_features, m.out_features) for m in net.linears] == [(2, 3), (3, 4), (4, 1)]
     assert type(net.in_features) is int
-
-
-def test_mlp_rejects_wrong_input_width():
-    net = MLP(3, [4], 1)
-    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., 3\), got \(5, 4\)"):
-        net(torch.randn(5, 4))
-    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., 3\), got \(\)"):
-        net(torch.tensor(1.0))
-
-
-@pytest.mark.parametrize(
-    "x, match",
-    [
-        ([0.0, 0.0, 0.0], r"x must be a torch.Tensor of shape \(\.\.\., 3\), got"),
-        (
-            torch.zeros(5, 3, dtype=torch.long),
-            "x must have the parameters' dtype torch.float32, got dtype torch.int64",
-        ),
-        (
-            torch.zeros(5, 3, dtype=torch.float64),
-            "x must have the parameters' dtype torch.float32, got dtype torch.float64",
-        ),
-    ],
-)
-def test_mlp_rejects_what_is_not_a_tensor_of_its_dtype(x, match):
-    """Regression: these failed inside nn.Linear (RuntimeError) or raised AttributeError."""
-    with pytest.raises(ValueError, match=match):
-        MLP(3, [4], 1)(x)
 
 
 def test_mlp_in_float64_and_on_an_empty_batch():

@@ -72,12 +72,6 @@ def test_layer_norm_equals_torch(shape, d_model, eps, double, seed):
     torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("eps", [-1e-5, float("nan"), float("inf"), "1e-5", True])
-def test_layer_norm_rejects_an_eps_that_is_not_a_finite_number_at_least_zero(eps):
-    with pytest.raises(ValueError, match="eps must be a finite number >= 0"):
-        LayerNorm(8, eps=eps)
-
-
 def test_from_torch_leaves_the_global_random_stream_alone():
     encoder = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
     decoder = nn.TransformerDecoderLayer(16, 4, 32, batch_first=True)
@@ -133,21 +127,6 @@ def test_ffn_shapes_and_positionwise(activation):
     torch.testing.assert_close(ffn(x[:, permutation]), out[:, permutation])  # no mixing
 
 
-@pytest.mark.parametrize("ffn_hidden", [0, -4, 2.5, True])
-def test_ffn_rejects_bad_hidden(ffn_hidden):
-    with pytest.raises(ValueError, match="ffn_hidden"):
-        PositionWiseFFN(D, ffn_hidden)
-    with pytest.raises(ValueError, match="ffn_hidden"):
-        EncoderBlock(D, H, ffn_hidden)
-
-
-def test_ffn_rejects_bad_activation_and_dropout():
-    with pytest.raises(ValueError, match="activation"):
-        PositionWiseFFN(D, F_HIDDEN, activation="swish")
-    with pytest.raises(ValueError, match="dropout"):
-        PositionWiseFFN(D, F_HIDDEN, dropout=1.0)
-
-
 def test_add_norm_equals_layer_norm_of_sum():
     generator = torch.Generator().manual_seed(3)
     x, y = torch.randn(B, T, D, generator=generator), torch.randn(B, T, D, generator=generator)
@@ -200,20 +179,6 @@ def test_encoder_block_post_ln_output_is_normalised_pre_ln_is_not():
     assert pre.mean(-1).abs().max() > 0.5  # the residual stream keeps x's offset
 
 
-def test_encoder_block_rejects_bad_input():
-    block = EncoderBlock(D, H, F_HIDDEN)
-    with pytest.raises(ValueError, match="x"):
-        block(torch.randn(B, T, D + 1))
-    with pytest.raises(ValueError, match="d_model"):
-        EncoderBlock(D, 3, F_HIDDEN)  # 16 % 3 != 0, raised by MultiHeadAttention
-    with pytest.raises(ValueError, match="layer"):
-        EncoderBlock.from_torch(nn.Linear(D, D))
-    with pytest.raises(ValueError, match="activation"):
-        EncoderBlock.from_torch(
-            nn.TransformerEncoderLayer(D, H, F_HIDDEN, activation=torch.tanh, batch_first=True)
-        )
-
-
 # --- decoder block --------------------------------------------------------------------------
 
 
@@ -256,19 +221,6 @@ def test_decoder_block_is_causal(norm_first):
         assert not torch.allclose(out_changed[:, t + 1 :], out[:, t + 1 :])
 
 
-def test_decoder_block_rejects_mismatched_memory():
-    block = DecoderBlock(D, H, F_HIDDEN)
-    x = torch.randn(B, T, D)
-    with pytest.raises(ValueError, match="memory"):
-        block(x, torch.randn(B, S, D // 2))  # encoder with another d_model
-    with pytest.raises(ValueError, match="memory"):
-        block(x, torch.randn(B + 1, S, D))
-    with pytest.raises(ValueError, match="ffn_hidden"):
-        DecoderBlock(D, H, 0)
-    with pytest.raises(ValueError, match="layer"):
-        DecoderBlock.from_torch(nn.TransformerEncoderLayer(D, H, batch_first=True))
-
-
 # --- the texts the chapter prints, and bad input ----------------------------------------------
 
 
@@ -284,63 +236,6 @@ def test_chapter_error_texts():
     with pytest.raises(ValueError) as error:
         EncoderBlock(64, 4, -128)
     assert str(error.value) == "ffn_hidden must be a positive integer, got -128"
-
-
-@pytest.mark.parametrize("activation", [["relu"], None, "ReLU"])
-def test_ffn_rejects_an_activation_that_is_not_a_name(activation):
-    with pytest.raises(ValueError, match="activation must be one of"):
-        PositionWiseFFN(D, F_HIDDEN, activation=activation)  # a list used to raise TypeError
-
-
-@pytest.mark.parametrize("block", [EncoderBlock, DecoderBlock])
-@pytest.mark.parametrize("norm_first", ["False", 0, None])
-def test_blocks_reject_a_norm_first_that_is_not_a_bool(block, norm_first):
-    with pytest.raises(ValueError, match="norm_first must be True or False"):
-        block(D, H, F_HIDDEN, norm_first=norm_first)  # "False" would have meant pre-LN
-
-
-def test_layer_norm_ffn_and_add_norm_reject_bad_input():
-    x = torch.randn(B, T, D)
-    norm, ffn, add_norm = LayerNorm(D), PositionWiseFFN(D, F_HIDDEN), AddNorm(D)
-    for module in (norm, ffn):
-        with pytest.raises(ValueError, match="x must have d_model=16 features"):
-            module(x[..., :8])
-        with pytest.raises(ValueError, match="x must be a floating-point tensor"):
-            module(x.long())
-        with pytest.raises(ValueError, match="x must be a torch.Tensor"):
-            module(x.tolist())
-    with pytest.raises(ValueError, match="x must have the parameters' dtype"):
-        ffn(x.double())
-    with pytest.raises(ValueError, match="sublayer_out must be a torch.Tensor"):
-        add_norm(x, 1.0)
-    with pytest.raises(ValueError, match="x must have d_model=16 features"):
-        add_norm(x[..., :8], x[..., :8])
-
-
-def test_batch_norm_tokens_rejects_bad_input():
-    x = torch.randn(B, T, D)
-    for eps in (-1e-5, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="eps must be a finite number >= 0"):
-            batch_norm_tokens(x, eps=eps)
-    with pytest.raises(ValueError, match="x must be a floating-point tensor"):
-        batch_norm_tokens(x.long())
-    with pytest.raises(ValueError, match=r"x must have shape \(B, T, D\)"):
-        batch_norm_tokens(x[0])
-    with pytest.raises(ValueError, match="valid must have dtype torch.bool"):
-        batch_norm_tokens(x, torch.ones(B, T))  # 0/1 floats are not a mask
-
-
-def test_blocks_reject_integer_and_non_tensor_input():
-    encoder, decoder = EncoderBlock(D, H, F_HIDDEN), DecoderBlock(D, H, F_HIDDEN)
-    x = torch.randn(B, T, D)
-    with pytest.raises(ValueError, match="x must be a floating-point tensor"):
-        encoder(x.long())
-    with pytest.raises(ValueError, match="x must be a torch.Tensor"):
-        encoder(x.numpy())
-    with pytest.raises(ValueError, match="memory must be a floating-point tensor"):
-        decoder(x, torch.zeros(B, S, D, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"memory must have shape \(B, S, D\)"):
-        decoder(x, torch.zeros(S, D))
 
 
 def test_empty_axes():

@@ -49,7 +49,10 @@ def _source_read(app: Sphinx, docname: str, source: list[str]) -> None:
     # Re-read the notebook when what its links point at changes.
     for dependency in (tool.GLOSSARY, tool.BIBFILE, "_toc.yml"):
         app.env.note_dependency(str(root / dependency))
-    nb = json.loads(source[0])
+    try:
+        nb = json.loads(source[0])
+    except json.JSONDecodeError:
+        return  # book/_ext/notebook_checks.py reports it, naming the file
     docdir = posixpath.dirname(docname)
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "markdown":
@@ -71,5 +74,7 @@ def _source_read(app: Sphinx, docname: str, source: list[str]) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    # Invalid notebook JSON and figures without saved widget state fail the build by name.
+    app.setup_extension("notebook_checks")
     app.connect("source-read", _source_read)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

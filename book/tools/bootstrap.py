@@ -3,9 +3,14 @@
 The repository URL lives in one place, ``_config.yml`` (``repository.url``); every chapter's
 first cell must be exactly ``cell_source(url)``.
 
-    python book/tools/bootstrap.py              # check every bootstrap cell
-    python book/tools/bootstrap.py --fix        # rewrite them from _config.yml
-    python book/tools/bootstrap.py --set-url https://github.com/OWNER/REPO   # make set-repo
+    python3 book/tools/bootstrap.py              # check every bootstrap cell
+    python3 book/tools/bootstrap.py --fix        # rewrite them from _config.yml
+    python3 book/tools/bootstrap.py --set-url https://github.com/OWNER/REPO   # make set-repo
+
+The cell installs the helpers from ``HELPERS_SOURCE`` when it is set (a folder, a wheel or a
+pip URL), else from the clone of the repository the notebook sits in (``pip install -e``), else
+from ``git+BOOK_REPOSITORY``. When pip fails it says why in one message: no network, no
+repository at the URL, or a version conflict with a preinstalled package.
 """
 
 from __future__ import annotations
@@ -40,25 +45,44 @@ BOOK_REPOSITORY = "@URL@"
 try:
     import helpers  # noqa: F401  (present in the book's own environment)
 except ModuleNotFoundError:
-    import importlib, importlib.metadata as md, json, os, subprocess, sys, tempfile, time
+    import importlib, importlib.metadata as md, json, os, pathlib, re, subprocess, sys, tempfile, time
     before = {(d.metadata["Name"] or "").lower().replace("_", "-"): d.version
               for d in md.distributions()}
     # Pin what the platform preinstalled (Colab: ipywidgets 7.7, torch, ...): pip adds
     # the helpers beside it and never replaces it.
     keep = @KEEP@
-    source = os.environ.get("HELPERS_SOURCE", "git+" + BOOK_REPOSITORY)
+    # From HELPERS_SOURCE if set (a folder, a wheel or a pip URL), else from the clone of the
+    # repository this notebook is in (editable), else from the repository.
+    here = pathlib.Path.cwd().resolve()
+    clone = next((str(p) for p in (here, here.parent)
+                  if (p / "src" / "helpers" / "__init__.py").is_file()), None)
+    source = os.environ.get("HELPERS_SOURCE") or clone or "git+" + BOOK_REPOSITORY
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         pins, report = os.path.join(tmp, "keep.txt"), os.path.join(tmp, "report.json")
         pinned = [f"{n}=={before[n]}" for n in keep if n in before]
         with open(pins, "w") as f:
             f.write("\\n".join(pinned))
-        pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
-                              "--constraint", pins, "--report", report, source],
-                             capture_output=True, text=True)
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--constraint",
+                              pins, "--report", report, *(["-e"] if source == clone else []),
+                              source], capture_output=True, text=True)
         if pip.returncode != 0:
-            raise RuntimeError(f"pip could not install the helpers beside {', '.join(pinned)}:"
-                               f"\\n{pip.stderr[-2000:]}")
+            err, url = pip.stderr, source.removeprefix("git+")
+            why, fix = "pip failed", "read pip's message below"
+            if re.search(r"resolve host|NameResolution|Failed to establish|unreachable", err):
+                why = f"no network: pip could not reach {url if url != source else 'an index'}"
+                fix = "connect to the internet"
+            elif re.search(r"(?i)repository .*not found|could not read Username", err):
+                why, fix = f"no public repository at {url}", "check the book's repository URL"
+            elif re.search(r"ResolutionImpossible|conflicting dependencies", err):
+                named = [p for p in pinned if p in err] or pinned
+                why = f"a version conflict with what is preinstalled here ({', '.join(named)})"
+                fix = "run the book in a fresh environment (python -m venv)"
+            said = [line.strip() for line in err.splitlines()
+                    if line.strip().startswith(("ERROR", "fatal"))] or [err.strip() or "nothing"]
+            raise SystemExit(f"Could not install the book's helpers: {why}.\\nTo do: {fix}, or "
+                             "set os.environ['HELPERS_SOURCE'] to a clone or wheel of the book's "
+                             f"repository and run this cell again.\\npip said: {said[0][-300:]}")
         with open(report) as f:
             new = {i["metadata"]["name"]: i["metadata"]["version"]
                    for i in json.load(f)["install"]}
@@ -104,14 +128,17 @@ def check_cells(root: Path = ROOT, *, fix: bool = False) -> list[str]:
     want = cell_source(repository_url(root / "_config.yml"))
     bad = []
     for path in chapters(root):
-        nb = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid notebook JSON: {error}") from None
         first = nb["cells"][0]
         source = "".join(first["source"]) if isinstance(first["source"], list) else first["source"]
         if first["cell_type"] == "code" and source == want:
             continue
         bad.append(path.name)
         if fix and first["cell_type"] == "code" and "BOOK_REPOSITORY" in source:
-            first["source"] = want
+            first["source"] = want.splitlines(keepends=True)  # nbformat's list of lines
             path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return bad
 
@@ -128,9 +155,10 @@ def set_repository(url: str, root: Path = ROOT) -> list[str]:
     ``https://github.com/OWNER/REPO`` (the launch buttons and the cell need that form).
     """
     url = url.strip().removesuffix("/").removesuffix(".git")
-    if not GITHUB_URL.fullmatch(url):
+    if not GITHUB_URL.fullmatch(url) or url.rsplit("/", 1)[-1] in {".", ".."}:
         raise ValueError(f"URL must look like https://github.com/OWNER/REPO, got {url!r}")
     config = root / "_config.yml"
+    old_url = repository_url(config)
     lines = config.read_text(encoding="utf-8").splitlines(keepends=True)
     in_repository, done = False, False
     for i, line in enumerate(lines):
@@ -152,8 +180,35 @@ def set_repository(url: str, root: Path = ROOT) -> list[str]:
         )
         citation.write_text(text, encoding="utf-8")
         changed.append(citation.name)
+    readme = root / "README.md"
+    if readme.exists() and old_url != url:
+        text = readme.read_text(encoding="utf-8")
+        new = _relink(text, old_url, url)
+        if new != text:
+            readme.write_text(new, encoding="utf-8")
+            changed.append(readme.name)
     fixed = check_cells(root, fix=True)
     return changed + [f"{name} (bootstrap cell)" for name in fixed]
+
+
+def site_url(url: str) -> str:
+    """The GitHub Pages address of the repository ``url`` (https://github.com/OWNER/REPO)."""
+    owner, repo = url.removeprefix("https://github.com/").split("/")
+    return f"https://{owner.lower()}.github.io/{repo}/"
+
+
+def _relink(text: str, old: str, new: str) -> str:
+    """``text`` with the repository, Colab and site links of ``old`` pointing at ``new``."""
+    old_path, new_path = (
+        old.removeprefix("https://github.com/"),
+        new.removeprefix("https://github.com/"),
+    )
+    text = text.replace(site_url(old), site_url(new))
+    text = text.replace(
+        f"colab.research.google.com/github/{old_path}/",
+        f"colab.research.google.com/github/{new_path}/",
+    )
+    return re.sub(re.escape(old) + r"(?=[/)\s>\]]|$)", new, text)
 
 
 def main(argv: list[str]) -> int:
@@ -164,10 +219,14 @@ def main(argv: list[str]) -> int:
             print(f"error: {err}")
             return 2
         print(f"Repository set to {repository_url()} in: {', '.join(changed)}.")
-        print("Now re-execute the chapters (make execute), rebuild (make book) and commit.")
+        print("Now rebuild (make book) and commit; the chapters need no re-execution.")
         return 0
     fix = "--fix" in argv
-    bad = check_cells(fix=fix)
+    try:
+        bad = check_cells(fix=fix)
+    except ValueError as err:
+        print(f"error: {err}")
+        return 2
     for name in bad:
         print(f"{name}: first cell is not the bootstrap cell{' (fixed)' if fix else ''}")
     return 1 if bad and not fix else 0

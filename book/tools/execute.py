@@ -3,48 +3,196 @@
 JupyterLab does not save widget state by default, so a notebook saved from Lab renders blank
 widgets in the book. Run ``make execute`` (this script) before committing a chapter.
 
-    python book/tools/execute.py [chapters/NN_name.ipynb ...]   # default: every chapter + intro
+    .venv/bin/python book/tools/execute.py [chapters/NN_name.ipynb ...]   # default: every chapter + intro
+
+A re-execution that changes nothing rewrites nothing, so a commit's diff holds only the change:
+
+- widget model ids are derived from the id of the cell that created the widget and the
+  widget's place among that cell's widgets (the kernel makes random ones);
+- consecutive pieces of one stream (stdout, stderr) are joined into one output, however the
+  kernel happened to split them;
+- a PNG (an output's picture, or a frame inside the widget state) whose pixels equal those of a
+  PNG already in the notebook keeps the old bytes;
+- the kernel talks over a local socket (IPC), with no "running over TCP" warning.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
+import json
+import os
+import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
+try:
+    import nbformat
+    from nbclient import NotebookClient
+    from nbformat import NotebookNode
+    from PIL import Image
+    from traitlets.config import Config
+except ModuleNotFoundError as missing:  # system python: say which python to use
+    sys.exit(
+        f"error: {missing.name} is not installed for {sys.executable}: run "
+        "`make execute NOTEBOOKS=...` or `.venv/bin/python book/tools/execute.py ...`"
+    )
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_PER_CELL = 300
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_REF = re.compile(r"IPY_MODEL_([0-9a-f]{32})")
+PNG_BASE64 = re.compile(r"iVBORw0KGgo[A-Za-z0-9+/]*={0,2}")  # base64 of the PNG signature
 
 
 def execute(path: Path) -> float:
     """Run ``path`` top to bottom in a fresh kernel, write it back, return seconds taken."""
-    nb = nbformat.read(path, as_version=4)
+    before = path.read_text(encoding="utf-8")
+    try:
+        nb = nbformat.reads(before, as_version=4)
+    except nbformat.reader.NotJSONError as error:
+        raise SystemExit(f"error: {path} is not valid notebook JSON: {error}") from None
+    sockets = tempfile.TemporaryDirectory(prefix="execute-")
+    config = Config()
+    # Local sockets, no "running over TCP" warning; an absolute path, as the kernel's cwd differs.
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = os.path.join(sockets.name, "kernel")
+    created: list[tuple[str, NotebookNode, list[str]]] = []
+    seen: set[str] = set()
+
+    def note_new_widgets(cell, cell_index, **_):
+        new = [model for model in client.widget_state if model not in seen]
+        seen.update(new)
+        created.append((cell.get("id") or str(cell_index), cell, new))
+
     client = NotebookClient(
         nb,
-        timeout=TIMEOUT_PER_CELL,
+        config=config,
         kernel_name="python3",
+        timeout=TIMEOUT_PER_CELL,
         resources={"metadata": {"path": str(path.parent)}},
         store_widget_state=True,
         record_timing=False,
+        on_cell_executed=note_new_widgets,
     )
     start = time.perf_counter()
-    client.execute()
+    with sockets:
+        client.execute()
     elapsed = time.perf_counter() - start
-    nb.metadata.pop("widgets", None) if not _has_widgets(nb) else None
-    nbformat.write(nb, path)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = join_streams(cell.outputs)
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    if not state:
+        nb.metadata.pop("widgets", None)
+    ids = stable_ids(state, created) if state else {}
+    # nbformat writes keys sorted: written again once renamed, the state is in the new ids' order
+    text = nbformat.writes(nbformat.reads(rename(nbformat.writes(nb), ids), as_version=4))
+    after = keep_unchanged_pngs(text + "\n", before)
+    if after != before:
+        path.write_text(after, encoding="utf-8")
     return elapsed
 
 
-def _has_widgets(nb) -> bool:
-    state = (
-        nb.metadata.get("widgets", {})
-        .get("application/vnd.jupyter.widget-state+json", {})
-        .get("state", {})
-    )
-    return bool(state)
+def widget_id(cell_id: str, number: int) -> str:
+    """A model id (32 hex digits, like the kernel's) for the ``number``-th widget of a cell."""
+    return hashlib.md5(f"{cell_id}/{number}".encode(), usedforsecurity=False).hexdigest()
+
+
+def stable_ids(state: dict, created: list[tuple[str, NotebookNode, list[str]]]) -> dict[str, str]:
+    """Map each kernel-made model id to one that is the same on every run.
+
+    ``created`` lists, cell by cell, the cell's id, the cell and the models it created. A
+    cell's models are numbered in a fixed order, whatever order the kernel's messages came in:
+    first those its outputs show, each followed by the models it refers to (depth first), then
+    the rest (a jslink, say) in the order of their content.
+    """
+    names: dict[str, str] = {}
+
+    def refs(model: str) -> list[str]:
+        return WIDGET_REF.findall(json.dumps(state.get(model, {}), sort_keys=True))
+
+    def content(model: str) -> str:
+        text = json.dumps(state.get(model, {}), sort_keys=True)
+        return WIDGET_REF.sub(lambda match: names.get(match.group(1), "?"), text)
+
+    def visit(model: str, cell_key: str, mine: set[str]) -> None:
+        if model not in mine or model in names:
+            return
+        names[model] = widget_id(cell_key, sum(name in mine for name in names))
+        for child in refs(model):
+            visit(child, cell_key, mine)
+
+    for cell_key, cell, new in created:
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get(WIDGET_VIEW)
+            if view:
+                visit(view["model_id"], cell_key, set(new))
+        while rest := [model for model in new if model not in names]:
+            visit(min(rest, key=content), cell_key, set(new))
+    return names
+
+
+def rename(text: str, ids: dict[str, str]) -> str:
+    """``text`` with every kernel-made model id replaced by its stable id."""
+    if not ids:
+        return text
+    pattern = re.compile("|".join(re.escape(old) for old in ids))
+    return pattern.sub(lambda match: ids[match.group()], text)
+
+
+def join_streams(outputs: list) -> list:
+    """``outputs`` with each run of consecutive same-name stream outputs joined into one."""
+    joined: list = []
+    for output in outputs:
+        previous = joined[-1] if joined else None
+        if (
+            output.get("output_type") == "stream"
+            and previous is not None
+            and previous.get("output_type") == "stream"
+            and previous.get("name") == output.get("name")
+        ):
+            previous["text"] = "".join(previous["text"]) + "".join(output["text"])
+        else:
+            joined.append(output)
+    return joined
+
+
+def _pixels(png: str) -> bytes | None:
+    """A digest of a base64 PNG's pixels (mode, size, values), or None if it does not decode."""
+    try:
+        with Image.open(io.BytesIO(base64.b64decode(png))) as image:
+            image.load()
+            header = f"{image.mode} {image.size}".encode()
+            return hashlib.sha256(header + image.tobytes()).digest()
+    except (OSError, ValueError):
+        return None
+
+
+def keep_unchanged_pngs(new: str, old: str) -> str:
+    """``new`` with each PNG whose pixels equal a PNG of ``old`` written with ``old``'s bytes.
+
+    Matplotlib may encode the same picture differently from one run to the next; the pixels,
+    not the bytes, say whether a figure changed.
+    """
+    old_pngs = set(PNG_BASE64.findall(old))
+    changed = {png for png in PNG_BASE64.findall(new) if png not in old_pngs}
+    if not changed:
+        return new
+    by_pixels = {_pixels(png): png for png in old_pngs}
+    by_pixels.pop(None, None)
+    keep = {}
+    for png in changed:
+        same = by_pixels.get(_pixels(png))
+        if same is not None:
+            keep[png] = same
+    if not keep:
+        return new
+    return PNG_BASE64.sub(lambda match: keep.get(match.group(), match.group()), new)
 
 
 def main(argv: list[str]) -> int:
@@ -52,6 +200,10 @@ def main(argv: list[str]) -> int:
         *sorted((ROOT / "chapters").glob("*.ipynb")),
         ROOT / "book" / "intro.ipynb",
     ]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        print(f"error: no such notebook: {', '.join(missing)}")
+        return 2
     for path in paths:
         seconds = execute(path.resolve())
         print(f"executed {path.name} in {seconds:.1f} s")

@@ -10,13 +10,23 @@ Attention is four steps, in the order the chapters derive them::
 :func:`attend` is the last three steps, given any scores; :func:`scaled_dot_product_attention`
 adds the first with the scaled dot product ``q · k / √D``. Every attention in the helpers
 calls one of the two: the scoring modules of :mod:`helpers.scoring`,
-:class:`helpers.multihead.MultiHeadAttention` (so the Transformer blocks), the self-attention
-of :mod:`helpers.selfattention` and the decoding steps of :mod:`helpers.kvcache`.
+:class:`helpers.multihead.MultiHeadAttention` (so the Transformer blocks and the KV cache)
+and the self-attention of :mod:`helpers.selfattention`.
+
+Check once, where a call enters the library: each public function checks its arguments with
+:mod:`helpers.checks` and then calls its unchecked core (``_masked_softmax``, ``_attend``,
+``_sdpa``), which is the maths alone. Library code that has checked its own arguments calls
+the cores; they are the only private names another library module may import.
 
 Mask convention (as in ``F.scaled_dot_product_attention``): a boolean mask, **True = may
 attend**, broadcastable to the scores' shape (…, Q, K). Masked scores are filled with
 ``-inf``; a query whose keys are all masked gets all-zero weights and a zero output (never
-NaN, never uniform).
+NaN, never uniform). No Python branch depends on the values, so the core works under
+``torch.func.vmap``, ``torch.compile(fullgraph=True)``, ``torch.jit.trace`` and on the meta
+device. In float16 and bfloat16 the scores and the softmax are computed in float32 (as
+PyTorch's fused kernels do) and the results cast back. ``torch.jit.script`` is not
+supported, by design: the checks use keyword-only arguments and f-strings, which
+TorchScript cannot compile; ``torch.jit.trace`` and ``torch.compile`` work.
 """
 
 from __future__ import annotations
@@ -26,26 +36,20 @@ import math
 import torch
 from torch.nn import functional as F
 
-from helpers.checks import check_bool, check_bool_mask, check_probability, check_real, check_tensor
+from helpers.checks import (
+    ANY_RANK_FROM_2,
+    check_axis,
+    check_bool,
+    check_leading_axes,
+    check_mask,
+    check_probability,
+    check_qkv,
+    check_real,
+    check_tensor,
+    require,
+)
 
 __all__ = ["masked_softmax", "attend", "scaled_dot_product_attention"]
-
-_ANY_RANK_FROM_2 = range(2, 65)  # (…, Q, D): at least two axes
-
-
-def _broadcast_mask(mask, shape: torch.Size, device: torch.device) -> torch.Tensor:
-    """``mask`` checked to be bool and to broadcast to ``shape`` (…, Q, K), on ``device``."""
-    check_bool_mask(mask, "mask")
-    try:
-        fits = torch.broadcast_shapes(mask.shape, shape) == shape
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} must broadcast to the scores' "
-            f"shape {tuple(shape)} (…, Q, K)"
-        )
-    return mask.to(device)
 
 
 def masked_softmax(
@@ -55,11 +59,11 @@ def masked_softmax(
 
     Masked entries get weight exactly 0; a row whose entries are all masked gets all-zero
     weights (and finite, zero gradients), never NaN and never uniform. A score of ``-inf``
-    counts as masked, so a row whose allowed scores are all ``-inf`` is an empty row too.
-    The row maximum of the unmasked entries is subtracted before ``exp``, so any finite
-    score (±1e4 included) is safe in float32 and float64. Usually ``scores`` is (B, Q, K)
-    or (B, H, Q, K) and the softmax runs over the keys K. A zero-size axis gives an empty
-    result, as ``torch.softmax`` does.
+    counts as masked, so a row whose allowed scores are all ``-inf`` is an empty row too;
+    a NaN score gives a NaN row, and ``+inf`` (outside the finite-score contract) gives NaN
+    as ``torch.softmax`` does. Any finite score (±1e4 included) is safe. Usually ``scores``
+    is (B, Q, K) or (B, H, Q, K) and the softmax runs over the keys K. A zero-size axis
+    gives an empty result, as ``torch.softmax`` does.
 
     Args:
         scores: a floating tensor of shape (…, Q, K).
@@ -71,32 +75,49 @@ def masked_softmax(
     Returns:
         Weights of ``scores``' shape; each row sums to 1, or to 0 if fully masked.
     """
-    if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
-        got = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
-        raise ValueError(f"scores must be a floating-point tensor, got {got}")
-    if (
-        isinstance(dim, bool)
-        or not isinstance(dim, int)
-        or not -max(scores.dim(), 1) <= dim < max(scores.dim(), 1)
-    ):
-        raise ValueError(
-            f"dim must be an axis of scores (shape {tuple(scores.shape)}), got {dim!r}"
-        )
-    # A score of -inf counts as masked. The rows with a key left come from a reduction, so no
-    # (…, Q, K) temporary is made beyond the filled scores: the peak memory of a plain softmax.
-    filled = (
-        scores
-        if mask is None
-        else torch.where(_broadcast_mask(mask, scores.shape, scores.device), scores, float("-inf"))
-    )  # (…, Q, K)
-    if filled.numel() == 0:
-        return torch.softmax(filled, dim=dim)  # an empty axis: an empty result, as torch gives
-    has_key = filled.detach().amax(dim=dim, keepdim=True) != float("-inf")  # (…, Q, 1); NaN rows
-    # stay NaN; detached, so autograd keeps no second (…, Q, K) tensor for it
-    if bool(has_key.all()):
-        return torch.softmax(filled, dim=dim)
-    # Rows with no key left: softmax over zeros (finite values and gradients), then zero.
-    return torch.softmax(filled.where(has_key, 0.0), dim=dim).masked_fill(~has_key, 0.0)
+    check_tensor(scores, "scores", "(…, Q, K)", floating=True)
+    check_axis(dim, scores, "scores")
+    if mask is not None:
+        check_mask(mask, scores.shape)
+    return _masked_softmax(scores, mask, dim)
+
+
+def _masked_softmax(scores, mask=None, dim=-1):
+    """The unchecked core of :func:`masked_softmax`."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask.to(scores.device), float("-inf"))  # (…, Q, K)
+    if scores.shape[dim] == 0:  # no keys at all: an empty result, as torch gives
+        return torch.softmax(scores, dim=dim)
+    exact = torch.promote_types(scores.dtype, torch.float32)  # float16/bfloat16: in float32
+    return _SoftmaxEmptyRowsZero.apply(scores.to(exact), dim).to(scores.dtype)  # (…, Q, K)
+
+
+class _SoftmaxEmptyRowsZero(torch.autograd.Function):
+    """``torch.softmax`` with the rows that have no key (every score −inf) set to 0, not NaN.
+
+    Those rows are zeroed in place in the softmax's own output, so it takes no more memory
+    than ``torch.softmax`` and has no Python branch on the values (it works under vmap,
+    torch.compile, jit.trace and on the meta device). NaN rows stay NaN. The backward pass
+    is the softmax's own, which is 0 in a zero row: finite gradients.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(scores, dim):
+        weights = torch.softmax(scores, dim=dim)  # (…, Q, K); NaN in a row of only -inf
+        has_key = scores.amax(dim=dim, keepdim=True) != float("-inf")  # (…, Q, 1)
+        return weights.masked_fill_(~has_key, 0.0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.dim = inputs[1]
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (weights,) = ctx.saved_tensors
+        return torch._softmax_backward_data(grad, weights, ctx.dim, weights.dtype), None
 
 
 def attend(
@@ -121,25 +142,26 @@ def attend(
     Returns:
         ``(out, weights)``: out (…, Q, Dv) and the undropped weights (…, Q, K).
     """
-    check_tensor(scores, "scores", "(…, Q, K)", ndim=_ANY_RANK_FROM_2, floating=True)
-    check_tensor(values, "values", "(…, K, Dv)", ndim=_ANY_RANK_FROM_2, dtype=scores.dtype)
-    dropout = check_probability(dropout)
-    check_bool(training, "training")
-    if values.shape[-2] != scores.shape[-1]:
-        raise ValueError(
-            f"values must hold one row per key: scores of shape "
-            f"{tuple(scores.shape)} have K={scores.shape[-1]} keys, values of "
-            f"shape {tuple(values.shape)} have {values.shape[-2]}"
-        )
-    try:
-        torch.broadcast_shapes(scores.shape[:-2], values.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"the leading (batch, head) axes of scores {tuple(scores.shape)} and "
-            f"values {tuple(values.shape)} must broadcast"
-        ) from None
-    weights = masked_softmax(scores, mask)  # (…, Q, K): masked, then softmax over the keys
-    used = F.dropout(weights, dropout, training=True) if dropout and training else weights
+    check_tensor(scores, "scores", "(…, Q, K)", ndim=ANY_RANK_FROM_2, floating=True)
+    check_tensor(values, "values", "(…, K, Dv)", ndim=ANY_RANK_FROM_2, dtype=scores.dtype)
+    require(
+        values.shape[-2] == scores.shape[-1],
+        f"values must hold one row per key: scores of shape {tuple(scores.shape)} have "
+        f"K={scores.shape[-1]} keys, values of shape {tuple(values.shape)} have "
+        f"{values.shape[-2]}",
+    )
+    lead = check_leading_axes({"scores": scores, "values": values})
+    if mask is not None:
+        check_mask(mask, (*lead, *scores.shape[-2:]))
+    return _attend(
+        scores, values, mask, check_probability(dropout), check_bool(training, "training")
+    )
+
+
+def _attend(scores, values, mask=None, dropout_p=0.0, training=False):
+    """The unchecked core of :func:`attend`."""
+    weights = _masked_softmax(scores, mask)  # (…, Q, K): masked, then softmax over the keys
+    used = F.dropout(weights, dropout_p) if training and dropout_p else weights
     return used @ values, weights  # (…, Q, Dv): each query's weighted average of the values
 
 
@@ -159,7 +181,8 @@ def scaled_dot_product_attention(
     q (B, Q, D), k (B, K, D), v (B, K, Dv), or with heads (B, H, Q, D) and so on. Queries and
     keys must have the same feature size D; for different sizes use additive or bilinear
     scoring. A query whose keys are all masked gets zero weights and a zero output. Equal
-    to ``F.scaled_dot_product_attention`` (which returns no weights).
+    to ``F.scaled_dot_product_attention`` (which returns no weights); in float16 and
+    bfloat16 the scores and weights are kept in float32 between the steps, as torch does.
 
     Args:
         q: queries, shape (…, Q, D).
@@ -172,45 +195,19 @@ def scaled_dot_product_attention(
     Returns:
         ``(out, weights)``: out of shape (…, Q, Dv) and weights of shape (…, Q, K).
     """
-    for name, tensor, letter in (("q", q, "Q"), ("k", k, "K"), ("v", v, "K")):
-        check_tensor(tensor, name, f"(…, {letter}, D)", ndim=_ANY_RANK_FROM_2, floating=True)
-    if not q.dtype == k.dtype == v.dtype:
-        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same feature size D, got q of shape "
-            f"{tuple(q.shape)} and k of shape {tuple(k.shape)}; for queries "
-            f"and keys of different sizes use additive or bilinear scoring"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must hold the same number of keys K, got k of shape "
-            f"{tuple(k.shape)} and v of shape {tuple(v.shape)}"
-        )
-    try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"the leading (batch, head) axes of q {tuple(q.shape)}, "
-            f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast"
-        ) from None
+    lead = check_qkv(q, k, v)
+    if mask is not None:
+        check_mask(mask, (*lead, q.shape[-2], k.shape[-2]))
+    scale = None if scale is None else check_real(scale, "scale")
+    dropout, training = check_probability(dropout), check_bool(training, "training")
+    return _sdpa(q, k, v, mask, scale=scale, dropout_p=dropout, training=training)
+
+
+def _sdpa(q, k, v, mask=None, *, scale=None, dropout_p=0.0, training=False):
+    """The unchecked core of :func:`scaled_dot_product_attention`."""
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
-    scale = check_real(scale, "scale")
-    scores = _scaled_products(q, k, scale)  # (…, Q, K) = q @ kᵀ · scale: every query, every key
-    return attend(scores, v, mask, dropout=dropout, training=training)
-
-
-def _scaled_products(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
-    """``(q @ k.transpose(-2, -1)) * scale`` for checked q (…, Q, D) and k (…, K, D).
-
-    Computed as one batched product with the scale applied inside it (``torch.baddbmm``):
-    no second (…, Q, K) tensor for the scaling, and the rounding (forward and backward) that
-    every chapter's printed numbers were computed with. Tests check it against the formula.
-    """
-    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    n = math.prod(lead)  # N: the leading axes flattened (explicit: any size may be 0)
-    q3 = q.expand(*lead, *q.shape[-2:]).reshape(n, *q.shape[-2:])  # (N, Q, D)
-    k3 = k.expand(*lead, *k.shape[-2:]).reshape(n, *k.shape[-2:])  # (N, K, D)
-    scores = torch.baddbmm(q3.new_zeros(()), q3, k3.transpose(1, 2), beta=0.0, alpha=scale)
-    return scores.view(*lead, q.shape[-2], k.shape[-2])  # (…, Q, K)
+    exact = torch.promote_types(q.dtype, torch.float32)  # float16/bfloat16: in float32
+    scores = (q.to(exact) @ k.to(exact).transpose(-2, -1)) * scale  # (…, Q, K)
+    out, weights = _attend(scores, v.to(exact), mask, dropout_p, training)  # (…, Q, Dv)
+    return out.to(q.dtype), weights.to(q.dtype)

@@ -25,8 +25,20 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from helpers.attention import scaled_dot_product_attention
-from helpers.checks import check_bool, check_bool_mask, check_int, check_real, check_tensor, require
+from helpers.attention import _sdpa
+from helpers.checks import (
+    ANY_RANK_FROM_1,
+    check_axis,
+    check_bool,
+    check_device,
+    check_float_dtype,
+    check_int,
+    check_mask,
+    check_qkv,
+    check_real,
+    check_tensor,
+    require,
+)
 from helpers.masks import causal_mask
 
 __all__ = [
@@ -40,8 +52,6 @@ __all__ = [
     "linear_attention",
 ]
 NEG_INF = float("-inf")
-_ANY_RANK_FROM_1 = range(1, 65)  # (…, K): at least one axis
-_ANY_RANK_FROM_2 = range(2, 65)  # (…, Q, D): at least two axes
 
 
 # ---------------------------------------------------------------- online softmax
@@ -54,8 +64,8 @@ class OnlineSoftmaxState:
     sum: torch.Tensor
 
     def __post_init__(self):
-        check_tensor(self.max, "max", "(…, 1)", ndim=_ANY_RANK_FROM_1, floating=True, size={-1: 1})
-        check_tensor(self.sum, "sum", "(…, 1)", ndim=_ANY_RANK_FROM_1, floating=True)
+        check_tensor(self.max, "max", "(…, 1)", ndim=ANY_RANK_FROM_1, floating=True, size={-1: 1})
+        check_tensor(self.sum, "sum", "(…, 1)", ndim=ANY_RANK_FROM_1, floating=True)
         require(
             self.sum.shape == self.max.shape,
             f"sum must have max's shape {tuple(self.max.shape)}, got shape {tuple(self.sum.shape)}",
@@ -73,16 +83,7 @@ class OnlineSoftmaxState:
             ok and shape[-1] == 1,
             f"shape must be a tuple of sizes (…, 1) ending in 1, got {shape!r}",
         )
-        require(
-            isinstance(dtype, torch.dtype) and dtype.is_floating_point,
-            f"dtype must be a floating torch.dtype, got {dtype!r}",
-        )
-        try:
-            device = None if device is None else torch.device(device)
-        except (RuntimeError, TypeError):
-            raise ValueError(
-                f"device must be a torch.device or a device string such as 'cpu', got {device!r}"
-            ) from None
+        dtype, device = check_float_dtype(dtype), check_device(device)
         return cls(
             torch.full(tuple(shape), NEG_INF, dtype=dtype, device=device),
             torch.zeros(tuple(shape), dtype=dtype, device=device),
@@ -102,13 +103,18 @@ def online_softmax_update(state: OnlineSoftmaxState, block: torch.Tensor) -> Onl
         isinstance(state, OnlineSoftmaxState),
         f"state must be an OnlineSoftmaxState, got {type(state).__name__}",
     )
-    check_tensor(block, "block", "(…, Kb)", ndim=_ANY_RANK_FROM_1, floating=True)
+    check_tensor(block, "block", "(…, Kb)", ndim=ANY_RANK_FROM_1, floating=True)
     if state.max.shape != (*block.shape[:-1], 1):
         raise ValueError(
             f"state of shape {tuple(state.max.shape)} does not fit block of shape "
             f"{tuple(block.shape)}: it must be (…, 1) = "
             f"{(*block.shape[:-1], 1)}"
         )
+    return _online_softmax_update(state, block)
+
+
+def _online_softmax_update(state: OnlineSoftmaxState, block: torch.Tensor) -> OnlineSoftmaxState:
+    """The unchecked core of :func:`online_softmax_update`."""
     if block.shape[-1] == 0:
         return OnlineSoftmaxState(state.max, state.sum)
     new_max = torch.maximum(state.max, block.amax(dim=-1, keepdim=True))  # (…, 1)
@@ -122,71 +128,40 @@ def online_softmax(scores: torch.Tensor, dim: int = -1, block_size: int = 128) -
     """``torch.softmax(scores, dim)`` with the statistics gathered in ONE pass over blocks of
     ``block_size`` entries (:func:`online_softmax_update`), then normalised: exp(s − m) / l.
     Stable for any finite score; −inf entries get weight 0 and a row of only −inf gets
-    all-zero weights (``torch.softmax`` would give NaN). Shape in = shape out (…, K)."""
-    check_tensor(scores, "scores", "(…, K)", ndim=_ANY_RANK_FROM_1, floating=True)
-    if isinstance(dim, bool) or not isinstance(dim, int) or not -scores.dim() <= dim < scores.dim():
-        raise ValueError(
-            f"dim must be an axis of scores (shape {tuple(scores.shape)}), got {dim!r}"
-        )
+    all-zero weights, with finite gradients (``torch.softmax`` would give NaN); a NaN score
+    gives a NaN row, as in ``torch.softmax``. In float16 and bfloat16 the running max and
+    sum are kept in float32 (as FlashAttention keeps them). Shape in = shape out (…, K)."""
+    check_tensor(scores, "scores", "(…, K)", ndim=ANY_RANK_FROM_1, floating=True)
+    check_axis(dim, scores, "scores")
     block_size = check_int(block_size, "block_size", minimum=1)
     scores = scores.movedim(dim, -1)
-    state = OnlineSoftmaxState.empty((*scores.shape[:-1], 1), scores.dtype, scores.device)
+    exact = torch.promote_types(scores.dtype, torch.float32)  # the statistics' dtype
+    state = OnlineSoftmaxState.empty((*scores.shape[:-1], 1), exact, scores.device)
     for start in range(0, scores.shape[-1], block_size):
-        state = online_softmax_update(state, scores[..., start : start + block_size])
-    weights = torch.exp(scores - _safe(state.max))
-    weights = torch.where(state.sum > 0, weights / state.sum, torch.zeros_like(weights))
+        state = _online_softmax_update(state, scores[..., start : start + block_size])
+    # A row with no key (max −inf) divides by 1, not by its sum 0: no 0/0 in the value or
+    # in the gradient of the branch torch.where discards. A NaN max is not −inf: NaN stays.
+    has_key = state.max != NEG_INF  # (…, 1)
+    weights = torch.exp(scores - _safe(state.max)) / torch.where(has_key, state.sum, 1.0)
+    weights = torch.where(has_key, weights, 0.0).to(scores.dtype)  # (…, K)
     return weights.movedim(-1, dim)
 
 
 # ---------------------------------------------------------------- naive and tiled attention
-def _check_qkv(q, k, v) -> torch.Size:
-    """Check q (…, Q, D), k (…, K, D), v (…, K, Dv); return their broadcast leading axes."""
-    for name, t, letter in (("q", q, "Q"), ("k", k, "K"), ("v", v, "K")):
-        check_tensor(t, name, f"(…, {letter}, D)", ndim=_ANY_RANK_FROM_2, floating=True)
-    if not q.dtype == k.dtype == v.dtype:
-        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"need q (…, Q, D), k (…, K, D), v (…, K, Dv); got q {tuple(q.shape)}, "
-            f"k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    try:
-        return torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"the leading (batch, head) axes of q {tuple(q.shape)}, "
-            f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast"
-        ) from None
-
-
 def _full_mask(mask, is_causal, lead: torch.Size, num_queries: int, num_keys: int, device):
     """The bool mask (…, Q, K) (a broadcast view, nothing copied) combining ``mask`` and the
     top-left causal mask, or None; ``mask`` must broadcast to the scores' shape."""
     check_bool(is_causal, "is_causal")
     if mask is not None:
-        check_bool_mask(mask, "mask")
-        shape = torch.Size((*lead, num_queries, num_keys))
-        try:
-            fits = torch.broadcast_shapes(mask.shape, shape) == shape
-        except RuntimeError:
-            fits = False
-        if not fits:
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} must broadcast to the scores' "
-                f"shape {tuple(shape)} (…, Q, K)"
-            )
-        mask = mask.to(device).broadcast_to((*mask.shape[:-2], num_queries, num_keys))
+        mask = (
+            check_mask(mask, (*lead, num_queries, num_keys))
+            .to(device)
+            .broadcast_to((*mask.shape[:-2], num_queries, num_keys))
+        )
     if is_causal:
         causal = causal_mask(num_queries, num_keys, device=device)
         mask = causal if mask is None else mask & causal
     return mask
-
-
-def _scale(scale, q: torch.Tensor) -> float:
-    """The factor of the scores: 1 / √D by default (1 when D = 0), else a finite number."""
-    if scale is None:
-        return 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
-    return check_real(scale, "scale")
 
 
 def naive_attention(q, k, v, mask=None, is_causal=False, scale=None) -> torch.Tensor:
@@ -196,9 +171,10 @@ def naive_attention(q, k, v, mask=None, is_causal=False, scale=None) -> torch.Te
     v (…, K, Dv), one floating dtype; bool mask broadcastable to (…, Q, K); ``is_causal``
     adds the top-left causal mask (as ``F.scaled_dot_product_attention``). A query with no
     allowed key gets zeros. Returns out (…, Q, Dv)."""
-    lead = _check_qkv(q, k, v)
+    lead = check_qkv(q, k, v)
     mask = _full_mask(mask, is_causal, lead, q.shape[-2], k.shape[-2], q.device)
-    out, _ = scaled_dot_product_attention(q, k, v, mask, scale=_scale(scale, q))
+    scale = None if scale is None else check_real(scale, "scale")
+    out, _ = _sdpa(q, k, v, mask, scale=scale)
     return out  # (…, Q, Dv); the (…, Q, K) scores and weights are the O(Q·K) memory
 
 
@@ -215,8 +191,10 @@ def tiled_attention(
     attend, ``is_causal`` top-left aligned (both may be given: they are combined). A query
     with no allowed key gets zeros. ``query_block_size`` (default: all Q at once) also tiles
     the queries. The largest intermediate is (…, Qb, Kb): O(Q · block) memory, not O(Q · K).
+    In float16 and bfloat16 the scores, running statistics and sums are kept in float32.
+    A NaN or +inf score makes its query's output NaN, as in naive attention.
     Returns out (…, Q, Dv)."""
-    lead = _check_qkv(q, k, v)
+    lead = check_qkv(q, k, v)
     block_size = check_int(block_size, "block_size", minimum=1)
     num_queries, num_keys = q.shape[-2], k.shape[-2]
     query_block_size = (
@@ -224,13 +202,17 @@ def tiled_attention(
         if query_block_size is None
         else check_int(query_block_size, "query_block_size", minimum=1)
     )
-    scale = _scale(scale, q)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+    scale = check_real(scale, "scale")
     full_mask = _full_mask(mask, False, lead, num_queries, num_keys, q.device)
     check_bool(is_causal, "is_causal")
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    exact = torch.promote_types(q.dtype, torch.float32)  # float16/bfloat16: in float32
+    k, v = k.to(exact), v.to(exact)
     outs = []
     for q0 in range(0, num_queries, query_block_size):
-        qb = q[..., q0 : q0 + query_block_size, :] * scale  # (…, Qb, D)
+        qb = q[..., q0 : q0 + query_block_size, :].to(exact) * scale  # (…, Qb, D)
         rows = qb.shape[-2]
         m = qb.new_full((*lead, rows, 1), NEG_INF)  # running max (…, Qb, 1)
         l = qb.new_zeros((*lead, rows, 1))  # running denominator (…, Qb, 1)
@@ -255,15 +237,16 @@ def tiled_attention(
             l = l * alpha + p.sum(dim=-1, keepdim=True)
             acc = acc * alpha + p @ v[..., k0 : k0 + block_size, :]
             m = m_new
-        # A query with no allowed key has l = 0: divide by 1 there, so that neither the
-        # value nor the gradient of the branch torch.where discards is 0/0 (NaN).
-        has_key = l > 0
+        # A query with no allowed key has m = −inf and l = 0: divide by 1 there, so that
+        # neither the value nor the gradient of the branch torch.where discards is 0/0.
+        # A NaN (or +inf) score makes m NaN, not −inf: the NaN reaches the output.
+        has_key = m != NEG_INF
         outs.append(
             torch.where(has_key, acc / torch.where(has_key, l, 1.0), torch.zeros_like(acc))
         )  # (…, Qb, Dv)
     if not outs:  # Q == 0
         return q.new_zeros((*lead, 0, v.shape[-1]))
-    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)  # (…, Q, Dv)
+    return (outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)).to(q.dtype)  # (…, Q, Dv)
 
 
 # ---------------------------------------------------------------- linear attention
@@ -280,7 +263,7 @@ def taylor_feature_map(x: torch.Tensor) -> torch.Tensor:
     s = q·k/√D, which is at least 1/2 for every s. x floating (…, D) → (…, D') with
     D' = 1 + D + D². Some features are negative, the similarities never are
     (``similarities_nonnegative``, which :func:`linear_attention` trusts)."""
-    check_tensor(x, "x", "(…, D)", ndim=_ANY_RANK_FROM_1, floating=True)
+    check_tensor(x, "x", "(…, D)", ndim=ANY_RANK_FROM_1, floating=True)
     d = x.shape[-1]
     root = math.sqrt(d) if d else 1.0
     x = x / math.sqrt(root)  # x / D^(1/4): then x·y = s
@@ -319,20 +302,23 @@ def _features(feature_map, x: torch.Tensor, name: str) -> torch.Tensor:
     return phi
 
 
-def linear_attention(q, k, v, feature_map=elu_feature_map, causal=False) -> torch.Tensor:
+def linear_attention(q, k, v, feature_map=elu_feature_map, is_causal=False) -> torch.Tensor:
     """Kernelised attention with similarity φ(q)ᵀφ(k) instead of exp(q·k/√D), computed in
-    O(L) as ``out_i = φ(q_i)ᵀ (Σ_j φ(k_j) v_jᵀ) / φ(q_i)ᵀ (Σ_j φ(k_j))``. With ``causal``
+    O(L) as ``out_i = φ(q_i)ᵀ (Σ_j φ(k_j) v_jᵀ) / φ(q_i)ᵀ (Σ_j φ(k_j))``. With ``is_causal``
     the sums run over j ≤ i (prefix sums; needs Q == K). q (…, Q, D), k (…, K, D),
     v (…, K, Dv) → out (…, Q, Dv). φ must return non-negative features of shape (…, D')
     (the default elu + 1 is positive, D' = D), or be marked ``similarities_nonnegative``
     when only φ(q)ᵀφ(k) is sure to be >= 0 (:func:`taylor_feature_map`, D' = 1 + D + D²).
     The state Σ_j φ(k_j) v_jᵀ is (…, D', Dv): its size, and the rank of the weights, are
     set by D', not D. A query whose similarities are all 0 (e.g. K = 0) gets a zero
-    output, as a query that may attend no key."""
-    _check_qkv(q, k, v)
+    output, as a query that may attend no key. Memory, by design of the prefix-sum form:
+    with ``is_causal`` the running states are materialised, (…, T, D', Dv), so it uses
+    less memory than naive attention's (…, T, T) only when T > D'·Dv (about 4000 for
+    D' = Dv = 64); the recurrent form in chapter 9 keeps one state."""
+    check_qkv(q, k, v)
     require(callable(feature_map), f"feature_map must be a callable, got {feature_map!r}")
-    check_bool(causal, "causal")
-    if causal and q.shape[-2] != k.shape[-2]:
+    check_bool(is_causal, "is_causal")
+    if is_causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(
             f"causal linear attention needs Q == K, got q {tuple(q.shape)} and k {tuple(k.shape)}"
         )
@@ -342,7 +328,7 @@ def linear_attention(q, k, v, feature_map=elu_feature_map, causal=False) -> torc
             f"feature_map must give q and k the same feature size D', got "
             f"{phi_q.shape[-1]} and {phi_k.shape[-1]}"
         )
-    if not causal:
+    if not is_causal:
         kv = phi_k.transpose(-2, -1) @ v  # (…, D', Dv)
         normaliser = phi_q @ phi_k.sum(dim=-2).unsqueeze(-1)  # (…, Q, 1)
         numerator = phi_q @ kv  # (…, Q, Dv)

@@ -20,7 +20,16 @@ from __future__ import annotations
 
 import torch
 
-from helpers.checks import check_int, check_real, check_tensor, describe, require
+from helpers.checks import (
+    ANY_RANK_FROM_1,
+    check_generator,
+    check_int,
+    check_patterns_and_query,
+    check_pm1,
+    check_square,
+    check_tensor,
+    require,
+)
 
 __all__ = [
     "hebbian_weights",
@@ -33,43 +42,6 @@ __all__ = [
     "modern_energy",
 ]
 
-_AT_LEAST_1 = range(1, 65)  # (…, N): one axis or more
-
-
-def _check_binary(x, name: str, shape: str) -> None:
-    """``x`` must be a non-empty tensor (not bool) whose entries are all −1 or +1."""
-    check_tensor(x, name, shape, ndim=_AT_LEAST_1)
-    if x.dtype == torch.bool or x.numel() == 0 or not bool(((x == 1) | (x == -1)).all()):
-        raise ValueError(
-            f"{name} must be a non-empty tensor of -1 and +1 entries, got {describe(x)}"
-        )
-
-
-def _check_weights(weights) -> int:
-    """``weights`` must be a floating (N, N) matrix; returns N."""
-    check_tensor(weights, "weights", "(N, N)", ndim=2, floating=True)
-    require(
-        weights.shape[0] == weights.shape[1],
-        f"weights must have shape (N, N), got shape {tuple(weights.shape)}",
-    )
-    return weights.shape[0]
-
-
-def _check_modern(patterns, xi, beta) -> float:
-    """Check X (N, P), ξ (…, N) of one floating dtype and β > 0; returns β as a float."""
-    check_tensor(patterns, "patterns", "(N, P)", ndim=2, floating=True)
-    check_tensor(xi, "xi", "(…, N)", ndim=_AT_LEAST_1, floating=True)
-    if xi.shape[-1] != patterns.shape[0]:
-        raise ValueError(
-            f"patterns must be (N, P) and xi (…, N), got patterns "
-            f"{tuple(patterns.shape)} and xi {tuple(xi.shape)}"
-        )
-    require(
-        xi.dtype == patterns.dtype,
-        f"xi must have the dtype of patterns, {patterns.dtype}, got {xi.dtype}",
-    )
-    return check_real(beta, "beta", minimum=0, exclusive_minimum=True)
-
 
 def _sign(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
     """sign(h), keeping the old value where h = 0 (so a tie never raises the energy)."""
@@ -80,7 +52,7 @@ def hebbian_weights(patterns: torch.Tensor) -> torch.Tensor:
     """Hebbian weights W = (1/N) Σ_μ x^μ x^μᵀ with a zero diagonal, for patterns (P, N) of
     ±1 (a float dtype is kept, an integer one becomes the default float). Returns W (N, N)."""
     check_tensor(patterns, "patterns", "(P, N)", ndim=2)
-    _check_binary(patterns, "patterns", "(P, N)")
+    check_pm1(patterns, "patterns", "(P, N)")
     if not patterns.is_floating_point():
         patterns = patterns.to(torch.get_default_dtype())
     num_units = patterns.shape[1]
@@ -99,7 +71,7 @@ def projection_weights(patterns: torch.Tensor) -> torch.Tensor:
     returns W (N, N), symmetric, in the patterns' float dtype (an integer dtype becomes the
     default float)."""
     check_tensor(patterns, "patterns", "(P, N)", ndim=2)
-    _check_binary(patterns, "patterns", "(P, N)")
+    check_pm1(patterns, "patterns", "(P, N)")
     dtype = patterns.dtype if patterns.is_floating_point() else torch.get_default_dtype()
     rows = patterns.to(torch.float64)  # (P, N): X transposed
     projector = torch.linalg.pinv(rows) @ rows  # (N, N): the projector onto the patterns' span
@@ -111,9 +83,9 @@ def projection_weights(patterns: torch.Tensor) -> torch.Tensor:
 def energy(weights: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     """E(s) = −½ sᵀ W s for W (N, N) and states (…, N); returns (…), 0-d for one state.
     The states are converted to W's dtype (so ±1 integers are fine)."""
-    num_units = _check_weights(weights)
+    num_units = check_square(weights, "weights")
     check_tensor(
-        state, "state", f"(…, N) with N={num_units}", ndim=_AT_LEAST_1, size={-1: num_units}
+        state, "state", f"(…, N) with N={num_units}", ndim=ANY_RANK_FROM_1, size={-1: num_units}
     )
     require(
         state.dtype != torch.bool and not state.is_complex(),
@@ -144,19 +116,17 @@ def recall(
     if mode not in ("async", "sync"):
         raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
     steps = check_int(steps, "steps")
-    require(
-        generator is None or isinstance(generator, torch.Generator),
-        f"generator must be a torch.Generator or None, got {describe(generator)}",
-    )
-    _check_binary(state, "state", "(…, N)")
-    num_units = _check_weights(weights)
+    check_generator(generator)
+    check_pm1(state, "state", "(…, N)")
+    num_units = check_square(weights, "weights")
     if state.shape[-1] != num_units:
         raise ValueError(
             f"weights must be (N, N) and state (…, N), got weights "
             f"{tuple(weights.shape)} and state {tuple(state.shape)}"
         )
     state = state.to(weights.dtype).clone()
-    energies = [energy(weights, state)]
+    # energy() keeps its input for autograd: give it a copy, as the sweep writes in place
+    energies = [energy(weights, state.clone())]
     for _ in range(steps):
         previous = state.clone()
         if mode == "sync":
@@ -164,7 +134,7 @@ def recall(
         else:
             for i in torch.randperm(num_units, generator=generator).tolist():
                 state[..., i] = _sign(state @ weights[i], state[..., i])  # row i = column i
-        energies.append(energy(weights, state))
+        energies.append(energy(weights, state.clone()))
         if torch.equal(state, previous):  # a fixed point: the remaining steps change nothing
             energies += [energies[-1]] * (steps + 1 - len(energies))
             break
@@ -176,7 +146,7 @@ def hopfield_weights(patterns: torch.Tensor, xi: torch.Tensor, beta: float) -> t
     """The attention weights softmax(β Xᵀ ξ) over the P stored patterns, for X (N, P) (the
     patterns as columns), states ξ (…, N) of the same floating dtype and a finite β > 0.
     Returns (…, P)."""
-    _check_modern(patterns, xi, beta)
+    beta = check_patterns_and_query(patterns, xi, beta)
     return torch.softmax(beta * (xi @ patterns), dim=-1)  # (…, P)
 
 
@@ -190,7 +160,7 @@ def retrieve(patterns: torch.Tensor, xi: torch.Tensor, beta: float, steps: int =
     """Apply :func:`modern_hopfield_update` ``steps`` times from ξ (…, N); returns (…, N).
     Large β retrieves the stored pattern nearest ξ (usually in one step); small β ends near
     the mean of the patterns, a metastable state that averages them."""
-    _check_modern(patterns, xi, beta)
+    beta = check_patterns_and_query(patterns, xi, beta)
     steps = check_int(steps, "steps")
     for _ in range(steps):
         xi = modern_hopfield_update(patterns, xi, beta)
@@ -200,5 +170,5 @@ def retrieve(patterns: torch.Tensor, xi: torch.Tensor, beta: float, steps: int =
 def modern_energy(patterns: torch.Tensor, xi: torch.Tensor, beta: float) -> torch.Tensor:
     """E(ξ) = −(1/β) log Σ_μ exp(β x^μᵀ ξ) + ½ ξᵀ ξ (Ramsauer et al. without the constant
     terms); the update never raises it. X (N, P), ξ (…, N) → (…)."""
-    _check_modern(patterns, xi, beta)
+    beta = check_patterns_and_query(patterns, xi, beta)
     return -torch.logsumexp(beta * (xi @ patterns), dim=-1) / beta + 0.5 * (xi * xi).sum(-1)

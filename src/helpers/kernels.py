@@ -15,8 +15,8 @@ import math
 import torch
 from torch import nn
 
-from helpers.attention import masked_softmax
-from helpers.checks import check_bool_mask, check_real, describe
+from helpers.attention import _masked_softmax
+from helpers.checks import as_real_tensor, check_bool_mask, check_positive_scalar
 
 __all__ = ["gaussian_kernel", "nadaraya_watson", "NWKernelRegression"]
 
@@ -33,81 +33,20 @@ def gaussian_kernel(u) -> torch.Tensor:
     Returns:
         A floating tensor of the same shape as ``u``.
     """
-    u = _as_float(u, "u")
+    u = as_real_tensor(u, "u")
     return torch.exp(-0.5 * u**2) / _SQRT_2PI
-
-
-def _as_float(x, name: str) -> torch.Tensor:
-    """``x`` (a tensor, number, array or list of real numbers) as a floating tensor; an
-    integer one gets the default dtype. Bool and complex inputs are refused."""
-    try:
-        tensor = torch.as_tensor(x)
-    except (TypeError, ValueError, RuntimeError):
-        raise ValueError(
-            f"{name} must be a real tensor (or number, array or list), got {describe(x)}"
-        ) from None
-    if tensor.dtype == torch.bool or tensor.is_complex():
-        raise ValueError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
-    return tensor if tensor.is_floating_point() else tensor.to(torch.get_default_dtype())
-
-
-def _scalar_value(value, name: str):
-    """The number in ``value``: itself, or the item of a real 0-d tensor (a tensor ``w`` is
-    allowed so that a learnable inverse bandwidth keeps its gradient); checks.check_real
-    then decides whether it is a finite positive number."""
-    if not isinstance(value, torch.Tensor):
-        return value
-    if value.dim() != 0:
-        raise ValueError(
-            f"{name} must be a float or a 0-d tensor, got a tensor of shape {tuple(value.shape)}"
-        )
-    if value.dtype == torch.bool or value.is_complex():
-        raise ValueError(f"{name} must be a real number, got a 0-d tensor of dtype {value.dtype}")
-    return float(value.detach())
 
 
 def _resolve_w(w, bandwidth):
     """Return the inverse bandwidth ``w``, from ``w`` or from ``bandwidth = 1/w``."""
     if bandwidth is None:
-        check_real(_scalar_value(w, "w"), "w", minimum=0, exclusive_minimum=True)
-        return w
+        return check_positive_scalar(w, "w")
     if not (isinstance(w, float) and w == 1.0):
         raise ValueError(
             f"give either w or bandwidth (w = 1/bandwidth), not both; "
             f"got w={w!r} and bandwidth={bandwidth!r}"
         )
-    check_real(
-        _scalar_value(bandwidth, "bandwidth"), "bandwidth", minimum=0, exclusive_minimum=True
-    )
-    return 1.0 / bandwidth
-
-
-def _check_inputs(queries, keys, values, mask):
-    queries = _as_float(queries, "queries")
-    keys, values = _as_float(keys, "keys"), _as_float(values, "values")
-    if queries.dim() != 1:
-        raise ValueError(f"queries must be 1-D (Q,), got shape {tuple(queries.shape)}")
-    if keys.dim() != 1:
-        raise ValueError(f"keys must be 1-D (K,), got shape {tuple(keys.shape)}")
-    if values.dim() not in (1, 2):
-        raise ValueError(f"values must be 1-D (K,) or 2-D (K, D), got shape {tuple(values.shape)}")
-    if keys.shape[0] != values.shape[0]:
-        raise ValueError(
-            f"keys and values must have the same length K, got keys of shape "
-            f"{tuple(keys.shape)} and values of shape {tuple(values.shape)}"
-        )
-    if keys.shape[0] == 0:
-        raise ValueError("keys must hold at least one key, got shape (0,)")
-    for name, positions in (("queries", queries), ("keys", keys)):
-        if bool(torch.isinf(positions).any()):  # an infinite distance: no weight is defined
-            raise ValueError(f"{name} must be finite positions, got ±inf")
-    if mask is not None:
-        check_bool_mask(mask, "mask")
-        want = (queries.shape[0], keys.shape[0])
-        if tuple(mask.shape) != want:
-            raise ValueError(f"mask must have shape (Q, K) = {want}, got shape {tuple(mask.shape)}")
-    dtype = torch.promote_types(torch.promote_types(queries.dtype, keys.dtype), values.dtype)
-    return queries.to(dtype), keys.to(dtype), values.to(dtype)
+    return 1.0 / check_positive_scalar(bandwidth, "bandwidth")
 
 
 def nadaraya_watson(queries, keys, values, w=1.0, *, bandwidth=None, mask=None):
@@ -138,7 +77,31 @@ def nadaraya_watson(queries, keys, values, w=1.0, *, bandwidth=None, mask=None):
             queries or keys, a non-finite or non-positive ``w``/``bandwidth``, or a badly
             shaped mask.
     """
-    queries, keys, values = _check_inputs(queries, keys, values, mask)
+    queries = as_real_tensor(queries, "queries")
+    keys, values = as_real_tensor(keys, "keys"), as_real_tensor(values, "values")
+    if queries.dim() != 1:
+        raise ValueError(f"queries must be 1-D (Q,), got shape {tuple(queries.shape)}")
+    if keys.dim() != 1:
+        raise ValueError(f"keys must be 1-D (K,), got shape {tuple(keys.shape)}")
+    if values.dim() not in (1, 2):
+        raise ValueError(f"values must be 1-D (K,) or 2-D (K, D), got shape {tuple(values.shape)}")
+    if keys.shape[0] != values.shape[0]:
+        raise ValueError(
+            f"keys and values must have the same length K, got keys of shape "
+            f"{tuple(keys.shape)} and values of shape {tuple(values.shape)}"
+        )
+    if keys.shape[0] == 0:
+        raise ValueError("keys must hold at least one key, got shape (0,)")
+    for name, positions in (("queries", queries), ("keys", keys)):
+        if bool(torch.isinf(positions).any()):  # an infinite distance: no weight is defined
+            raise ValueError(f"{name} must be finite positions, got ±inf")
+    if mask is not None:
+        check_bool_mask(mask, "mask")
+        want = (queries.shape[0], keys.shape[0])
+        if tuple(mask.shape) != want:
+            raise ValueError(f"mask must have shape (Q, K) = {want}, got shape {tuple(mask.shape)}")
+    dtype = torch.promote_types(torch.promote_types(queries.dtype, keys.dtype), values.dtype)
+    queries, keys, values = queries.to(dtype), keys.to(dtype), values.to(dtype)
     w = _resolve_w(w, bandwidth)
     distances = queries[:, None] - keys[None, :]  # (Q, K)
     scores = -0.5 * (distances * w) ** 2  # (Q, K)
@@ -146,7 +109,7 @@ def nadaraya_watson(queries, keys, values, w=1.0, *, bandwidth=None, mask=None):
         mask = mask.to(scores.device)
     if not bool(torch.isfinite(scores).all()):  # (d·w)² overflowed: shift before squaring
         scores = _shifted_scores(distances, w, mask)
-    weights = masked_softmax(scores, mask)  # (Q, K); a fully masked row gives zeros
+    weights = _masked_softmax(scores, mask)  # (Q, K); a fully masked row gives zeros
     return weights @ values, weights
 
 
@@ -176,7 +139,7 @@ class NWKernelRegression(nn.Module):
 
     def __init__(self, w: float = 1.0):
         super().__init__()
-        check_real(_scalar_value(w, "w"), "w", minimum=0, exclusive_minimum=True)
+        check_positive_scalar(w, "w")
         self.w = nn.Parameter(torch.tensor(float(w)))
 
     @property

@@ -17,7 +17,14 @@ from collections.abc import Sequence
 
 import torch
 
-from helpers.checks import check_bool, check_bool_mask, check_int, describe
+from helpers.checks import (
+    as_integer_tensor,
+    check_bool,
+    check_bool_mask,
+    check_device,
+    check_int,
+    describe,
+)
 
 __all__ = [
     "valid_length_mask",
@@ -30,38 +37,6 @@ __all__ = [
     "from_key_padding_mask",
     "to_additive_mask",
 ]
-
-
-def _device(device) -> torch.device | None:
-    """``device`` as a ``torch.device`` (None stays None), or ValueError naming it."""
-    if device is None:
-        return None
-    try:
-        return torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(
-            f"device must be a torch.device or a device string such as "
-            f"'cpu', got {describe(device)}"
-        ) from None
-
-
-def _as_integer_tensor(value, name: str, shape: str) -> torch.Tensor:
-    """``value`` (a tensor, array or nested list) as a tensor of an integer dtype.
-
-    An empty list becomes an empty int64 tensor (``torch.as_tensor([])`` would be float)."""
-    if not isinstance(value, torch.Tensor):
-        try:
-            value = torch.as_tensor(value)
-        except (TypeError, ValueError, RuntimeError):
-            raise ValueError(
-                f"{name} must be an integer tensor (or list) of shape {shape}, "
-                f"got {describe(value)}"
-            ) from None
-        if value.numel() == 0 and value.is_floating_point():
-            value = value.long()
-    if value.dtype == torch.bool or value.is_floating_point() or value.is_complex():
-        raise ValueError(f"{name} must have an integer dtype, got dtype {value.dtype}")
-    return value
 
 
 def valid_length_mask(valid_lens, num_keys: int, num_queries: int | None = None) -> torch.Tensor:
@@ -85,7 +60,7 @@ def valid_length_mask(valid_lens, num_keys: int, num_queries: int | None = None)
     num_keys = check_int(num_keys, "num_keys")
     if num_queries is not None:
         num_queries = check_int(num_queries, "num_queries")
-    valid_lens = _as_integer_tensor(valid_lens, "valid_lens", "(B,) or (B, Q)")
+    valid_lens = as_integer_tensor(valid_lens, "valid_lens", "(B,) or (B, Q)")
     if valid_lens.dim() not in (1, 2):
         raise ValueError(
             f"valid_lens must be 1-D (B,) or 2-D (B, Q), got shape {tuple(valid_lens.shape)}"
@@ -127,7 +102,7 @@ def causal_mask(
     """
     num_queries = check_int(num_queries, "num_queries")
     num_keys = num_queries if num_keys is None else check_int(num_keys, "num_keys")
-    device = _device(device)
+    device = check_device(device)
     return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril(diagonal=0)
 
 
@@ -156,7 +131,7 @@ def band_mask(
     num_queries = check_int(num_queries, "num_queries")
     window = check_int(window, "window")
     num_keys = num_queries if num_keys is None else check_int(num_keys, "num_keys")
-    device = _device(device)
+    device = check_device(device)
     rows = torch.arange(num_queries, device=device)[:, None]  # (Q, 1)
     cols = torch.arange(num_keys, device=device)[None, :]  # (1, K)
     return (rows - cols).abs() <= window
@@ -210,7 +185,7 @@ def adjacency_mask(
     num_nodes = check_int(num_nodes, "num_nodes")
     self_loops = check_bool(self_loops, "self_loops")
     directed = check_bool(directed, "directed")
-    pairs = _as_integer_tensor(edges, "edges", "(E, 2)")
+    pairs = as_integer_tensor(edges, "edges", "(E, 2)")
     if pairs.numel() == 0 and pairs.dim() == 1:
         pairs = pairs.reshape(0, 2)  # an empty list: no edges
     if pairs.dim() != 2 or pairs.shape[1] != 2:  # never re-pair a (2, E) edge index

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from helpers.checks import check_int, check_tensor, describe, require
+from helpers.checks import check_axis, check_int, check_tensor, describe, require
 from helpers.efficient import naive_attention, tiled_attention
 from helpers.kvcache import decode_with_cache, decode_without_cache
 from helpers.multihead import MultiHeadAttention
@@ -98,6 +98,10 @@ def loglog_slope(sizes: Sequence[float], times: Sequence[float]) -> float:
         raise ValueError("sizes and times must be finite, got NaN or inf")
     if (sizes <= 0).any() or (times <= 0).any():
         raise ValueError("sizes and times must be positive to take logarithms")
+    if np.ptp(sizes) == 0:
+        raise ValueError(
+            f"sizes must hold at least two different sizes to fit a slope, got {sizes}"
+        )
     return float(np.polyfit(np.log(sizes), np.log(times), 1)[0])
 
 
@@ -301,10 +305,10 @@ def attention_entropy(weights: torch.Tensor, dim: int = -1) -> torch.Tensor:
         The entropies, ``weights``' shape without ``dim``: (…) (one per query).
     """
     check_tensor(weights, "weights", "(…, K)", ndim=range(1, 65), floating=True)
+    check_axis(dim, weights, "weights")
+    # Weights are probabilities: a negative one has no entropy (its log is NaN).
     require(
-        not isinstance(dim, bool)
-        and isinstance(dim, int)
-        and -weights.dim() <= dim < weights.dim(),
-        f"dim must be an axis of weights (shape {tuple(weights.shape)}), got {dim!r}",
+        weights.numel() == 0 or bool((weights >= 0).all()),
+        "weights must be non-negative (rows of probabilities), got a negative weight",
     )
     return -torch.special.xlogy(weights, weights).sum(dim=dim)

@@ -27,6 +27,8 @@ __all__ = [
     "tanh_derivative",
     "gelu",
     "gelu_derivative",
+    "identity",
+    "identity_derivative",
     "ACTIVATIONS",
     "activation_module",
     "MLP",
@@ -99,12 +101,14 @@ def gelu_derivative(x: torch.Tensor) -> torch.Tensor:
     return _normal_cdf(x) + x * _normal_pdf(x)
 
 
-def _identity(x: torch.Tensor) -> torch.Tensor:
+def identity(x: torch.Tensor) -> torch.Tensor:
+    """x itself: no nonlinearity (a network of identities is one linear map)."""
     check_tensor(x, "x", _ANY_SHAPE, floating=True)
     return x
 
 
-def _identity_derivative(x: torch.Tensor) -> torch.Tensor:
+def identity_derivative(x: torch.Tensor) -> torch.Tensor:
+    """1 everywhere."""
     check_tensor(x, "x", _ANY_SHAPE, floating=True)
     return torch.ones_like(x)
 
@@ -114,7 +118,7 @@ ACTIVATIONS: dict[str, tuple[Callable, Callable]] = {
     "sigmoid": (sigmoid, sigmoid_derivative),
     "tanh": (tanh, tanh_derivative),
     "gelu": (gelu, gelu_derivative),
-    "identity": (_identity, _identity_derivative),
+    "identity": (identity, identity_derivative),
 }
 """name -> (function, derivative), both elementwise, written from the formulas; each takes
 a floating tensor of any shape (ValueError otherwise) and returns one of the same shape."""

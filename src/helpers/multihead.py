@@ -6,8 +6,10 @@ of D/H, runs scaled dot-product attention in every head at once, merges the head
 D features and projects them with ``w_o`` (D → D). It computes what
 ``nn.MultiheadAttention(d_model, num_heads, batch_first=True)`` computes, and
 :meth:`MultiHeadAttention.from_torch` / :meth:`MultiHeadAttention.to_torch` move the
-weights between the two. The attention itself is :func:`helpers.attention.scaled_dot_product_attention`,
-the same core every attention module of the helpers calls.
+weights between the two. The attention itself is the core of
+:func:`helpers.attention.scaled_dot_product_attention`, the same core every attention
+module of the helpers calls. :class:`KVCache` holds the keys and values of the tokens
+decoded so far; ``forward(..., cache=cache)`` uses and extends it.
 
 Mask convention, as everywhere in the book: boolean, **True = may attend**, broadcastable
 to the weights' shape (B, H, Q, K). A query whose keys are all masked gets all-zero
@@ -20,10 +22,19 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from helpers.attention import scaled_dot_product_attention
-from helpers.checks import check_bool, check_head_mask, check_int, check_probability, check_tensor
+from helpers.attention import _sdpa
+from helpers.checks import (
+    check_bool,
+    check_features,
+    check_head_mask,
+    check_instance,
+    check_int,
+    check_probability,
+    check_tensor,
+    require,
+)
 
-__all__ = ["MultiHeadAttention"]
+__all__ = ["MultiHeadAttention", "KVCache"]
 
 
 class MultiHeadAttention(nn.Module):
@@ -32,30 +43,36 @@ class MultiHeadAttention(nn.Module):
     ``MultiHeadAttention(d_model, num_heads, bias=True, dropout=0.0)``: D = ``d_model``
     features split into H = ``num_heads`` heads of D/H features (D must be divisible by
     H). The projections are the ``nn.Linear`` attributes ``w_q``, ``w_k``, ``w_v`` and
-    ``w_o``, each D → D, with biases when ``bias`` is True.
+    ``w_o``, each D → D, with biases when ``bias`` is True; ``dropout_p`` is the dropout
+    probability of the weights (while training).
 
-    ``forward(queries, keys, values, mask=None)`` takes queries (B, Q, D), keys (B, K, D),
-    values (B, K, D) and an optional bool mask (True = may attend) broadcastable to
-    (B, H, Q, K): (Q, K) for a causal mask, (B, 1, 1, K) for a padding mask (the (B, K)
-    mask of :func:`helpers.masks.valid_length_mask` as ``mask[:, None, None, :]``),
-    (B, 1, Q, K) or (B, H, Q, K); a 2-D mask is always read as (Q, K), so never pass a
-    (B, K) mask as it is, and a 3-D mask always as (B, Q, K) or (B, 1, K), shared by the
-    heads. It returns ``(out, weights)``: out (B, Q, D) and the
-    weights of every head (B, H, Q, K). ``dropout`` (while training) drops weights used for
-    ``out``; the returned weights are the undropped softmax.
+    ``forward(queries, keys, values, mask=None, cache=None)`` takes queries (B, Q, D),
+    keys (B, K, D), values (B, K, D) and an optional bool mask (True = may attend)
+    broadcastable to (B, H, Q, K): (Q, K) for a causal mask, (B, 1, 1, K) for a padding
+    mask (the (B, K) mask of :func:`helpers.masks.valid_length_mask` as
+    ``mask[:, None, None, :]``), (B, 1, Q, K) or (B, H, Q, K). A 2-D mask is read as (Q, K)
+    (one that could also be a (B, K) padding mask, because B == Q and Q != K, is refused), a
+    3-D mask as (B, Q, K) or
+    (B, 1, K), shared by the heads. It returns ``(out, weights)``: out (B, Q, D) and the
+    weights of every head (B, H, Q, K); the returned weights are the undropped softmax.
+
+    With a :class:`KVCache` as ``cache`` the new keys and values are appended to it and the
+    queries attend to every cached position (K is then the cache's length): decoding one
+    token at a time, ``mha(x_t, x_t, x_t, cache=cache)`` needs no mask. The cache is for
+    inference (under ``torch.no_grad()``).
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
         super().__init__()
         self.d_model = check_int(d_model, "d_model", minimum=1)
         self.num_heads = check_int(num_heads, "num_heads", minimum=1)
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"d_model={self.d_model} must be divisible by num_heads="
-                f"{self.num_heads} (each head gets d_model / num_heads features)"
-            )
+        require(
+            self.d_model % self.num_heads == 0,
+            f"d_model={self.d_model} must be divisible by num_heads={self.num_heads} "
+            f"(each head gets d_model / num_heads features)",
+        )
         self.head_dim = self.d_model // self.num_heads
-        self.dropout = check_probability(dropout)
+        self.dropout_p = check_probability(dropout)
         check_bool(bias, "bias")
         self.w_q = nn.Linear(self.d_model, self.d_model, bias=bias)
         self.w_k = nn.Linear(self.d_model, self.d_model, bias=bias)
@@ -63,99 +80,62 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(self.d_model, self.d_model, bias=bias)
 
     def extra_repr(self) -> str:
+        bias = self.w_o.bias is not None  # the constructor's arguments, as nn modules show them
         return (
-            f"d_model={self.d_model}, num_heads={self.num_heads}, "
-            f"bias={self.w_o.bias is not None}, dropout={self.dropout}"
+            f"d_model={self.d_model}, num_heads={self.num_heads}, bias={bias}, "
+            f"dropout={self.dropout_p}"
         )
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) → (B, H, T, D/H): head h gets features h·D/H to (h+1)·D/H − 1."""
-        check_tensor(x, "x", f"(B, T, D={self.d_model})", ndim=3, size={-1: self.d_model})
+        """(B, T, D) → (B, H, T, D/H): head h gets features h·D/H to (h+1)·D/H − 1. A
+        reshape inside :meth:`forward`, unchecked: x must be (B, T, D)."""
         B, T, _ = x.shape
         # contiguous: each head's (T, D/H) block is one matrix in memory, as batched matmuls want
         return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2).contiguous()
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, H, T, D/H) → (B, T, D): the inverse of :meth:`split_heads`."""
-        check_tensor(
-            x,
-            "x",
-            f"(B, H={self.num_heads}, T, D/H={self.head_dim})",
-            ndim=4,
-            size={1: self.num_heads, -1: self.head_dim},
-        )
+        """(B, H, T, D/H) → (B, T, D): the inverse of :meth:`split_heads` (unchecked)."""
         B, _, T, _ = x.shape
-        return x.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
-
-    def _check_inputs(self, queries, keys, values) -> None:
-        dtype = self.w_o.weight.dtype
-        for name, tensor, letter in (
-            ("queries", queries, "Q"),
-            ("keys", keys, "K"),
-            ("values", values, "K"),
-        ):
-            check_tensor(tensor, name, f"(B, {letter}, D)", ndim=3)
-            if tensor.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} must have d_model={self.d_model} features in the "
-                    f"last axis, got shape {tuple(tensor.shape)}"
-                )
-            check_tensor(tensor, name, f"(B, {letter}, D)", dtype=dtype)
-        if not queries.shape[0] == keys.shape[0] == values.shape[0]:
-            raise ValueError(
-                f"queries, keys and values must have the same batch size B, got "
-                f"shapes {tuple(queries.shape)}, {tuple(keys.shape)} and "
-                f"{tuple(values.shape)}"
-            )
-        if keys.shape[1] != values.shape[1]:
-            raise ValueError(
-                f"keys and values must hold the same number of keys K, got keys "
-                f"of shape {tuple(keys.shape)} and values {tuple(values.shape)}"
-            )
-
-    def _head_mask(self, mask, shape: torch.Size) -> torch.Tensor:
-        """The mask with the rank of the weights (B, H, Q, K), nothing expanded: the rule of
-        :func:`helpers.checks.check_head_mask` (2-D is (Q, K), 3-D is (B, Q|1, K))."""
-        return check_head_mask(mask, "mask", shape)
+        return x.transpose(1, 2).reshape(B, T, self.d_model)
 
     def _project(self, queries, keys, values):
-        """``w_q(queries), w_k(keys), w_v(values)``. In self-attention (one tensor for all
-        three) that is one (B, T, D) @ (D, 3D) product, as ``nn.MultiheadAttention`` does it:
-        faster, and tested equal to the three projections."""
-        if queries is keys and keys is values:
-            weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])  # (3D, D)
-            bias = (
-                None
-                if self.w_q.bias is None
-                else torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
-            )  # (3D,)
-            return F.linear(queries, weight, bias).split(self.d_model, dim=-1)
-        return self.w_q(queries), self.w_k(keys), self.w_v(values)
+        """``w_q(queries), w_k(keys), w_v(values)``; in self-attention (one tensor for all
+        three) one (B, T, D) @ (D, 3D) product, as ``nn.MultiheadAttention`` does it."""
+        if not (queries is keys and keys is values):
+            return self.w_q(queries), self.w_k(keys), self.w_v(values)
+        layers = (self.w_q, self.w_k, self.w_v)
+        bias = None if self.w_q.bias is None else torch.cat([m.bias for m in layers])  # (3D,)
+        weight = torch.cat([m.weight for m in layers])  # (3D, D)
+        return F.linear(queries, weight, bias).split(self.d_model, dim=-1)
 
-    def forward(
-        self,
-        queries: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, queries, keys, values, mask=None, cache=None):
         """queries (B, Q, D), keys and values (B, K, D), bool mask broadcastable to
-        (B, H, Q, K) → ``(out (B, Q, D), weights (B, H, Q, K))``."""
-        self._check_inputs(queries, keys, values)
-        B, Q, _ = queries.shape
-        K, H = keys.shape[1], self.num_heads
-        if mask is not None:
-            mask = self._head_mask(mask, torch.Size((B, H, Q, K)))
+        (B, H, Q, K), optional :class:`KVCache` → ``(out (B, Q, D), weights (B, H, Q, K))``."""
+        for name, x in (("queries", queries), ("keys", keys), ("values", values)):
+            check_features(x, name, self.d_model, dtype=self.w_o.weight.dtype)
+        require(
+            queries.shape[0] == keys.shape[0] == values.shape[0]
+            and keys.shape[1] == values.shape[1],
+            f"queries, keys and values must have one batch size B, and keys and values one "
+            f"number of keys K, got shapes {tuple(queries.shape)}, {tuple(keys.shape)} and "
+            f"{tuple(values.shape)}",
+        )
+        check_instance(cache, KVCache, "cache", optional=True)
+        num_keys = keys.shape[1] + (0 if cache is None else len(cache))
+        shape = (queries.shape[0], self.num_heads, queries.shape[1], num_keys)
+        mask = None if mask is None else check_head_mask(mask, "mask", shape)
+        return self._forward(queries, keys, values, mask, cache)
+
+    def _forward(self, queries, keys, values, mask=None, cache=None):
+        """The unchecked core of :meth:`forward`."""
         # 1) project the queries, keys and values, then split D into H heads of D/H features
-        q, k, v = self._project(queries, keys, values)  # (B, Q|K, D) each
-        q = self.split_heads(q)  # (B, H, Q, D/H)
-        k = self.split_heads(k)  # (B, H, K, D/H)
-        v = self.split_heads(v)  # (B, H, K, D/H)
+        q, k, v = (self.split_heads(x) for x in self._project(queries, keys, values))
+        # q (B, H, Q, D/H), k and v (B, H, K, D/H)
+        if cache is not None:  # decoding: attend to every token so far
+            k, v = cache.append(k, v)  # (B, H, T, D/H) each
         # 2) scaled dot-product attention in every head at once: scores / √(D/H), mask,
         #    softmax, weighted sum; the one core of helpers.attention
-        heads, weights = scaled_dot_product_attention(
-            q, k, v, mask, dropout=self.dropout, training=self.training
-        )
+        heads, weights = _sdpa(q, k, v, mask, dropout_p=self.dropout_p, training=self.training)
         # 3) merge the heads back to D features and project
         return self.w_o(self.merge_heads(heads)), weights  # (B, Q, D), (B, H, Q, K)
 
@@ -200,7 +180,7 @@ class MultiHeadAttention(nn.Module):
             mha = nn.MultiheadAttention(
                 self.d_model,
                 self.num_heads,
-                dropout=self.dropout,
+                dropout=self.dropout_p,
                 bias=bias,
                 batch_first=True,
                 device=weight.device,
@@ -213,3 +193,103 @@ class MultiHeadAttention(nn.Module):
                 mha.in_proj_bias.copy_(torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias]))
                 mha.out_proj.bias.copy_(self.w_o.bias)
         return mha.train(self.training)
+
+
+class KVCache:
+    """The keys and values of the tokens decoded so far, per head: ``keys`` and ``values``
+    of shape (B, H, T, D/H) (None while empty). :meth:`append` adds a step's (B, H, 1, D/H);
+    :meth:`MultiHeadAttention.forward` calls it when given the cache.
+
+    For inference only: the buffers are written in place, which autograd cannot
+    differentiate through, so appending tensors that require grad while grad is enabled is
+    refused (decode under ``torch.no_grad()``).
+
+    The cache owns two preallocated buffers of shape (B, H, capacity, D/H) and writes each
+    step into the next free positions: no ``torch.cat`` of the whole cache per step. When
+    full, the capacity doubles (one copy, so O(1) amortised per token); give
+    ``capacity`` = the number of tokens to decode to avoid even that. The appended tensors
+    are copied, never kept: changing them afterwards does not change the cache. Every
+    append must match the first one's B, H, feature sizes, dtype and device."""
+
+    def __init__(self, capacity: int | None = None):
+        if capacity is not None:
+            capacity = check_int(capacity, "capacity", minimum=1)
+        self._capacity_hint = capacity
+        self._keys: torch.Tensor | None = None  # (B, H, capacity, D/H) buffer
+        self._values: torch.Tensor | None = None
+        self._length = 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    @property
+    def capacity(self) -> int:
+        """Positions allocated so far (0 before the first append)."""
+        return 0 if self._keys is None else self._keys.shape[-2]
+
+    @property
+    def keys(self) -> torch.Tensor | None:
+        """The cached keys (B, H, T, D/H), a view of the buffer; None while empty."""
+        return None if self._keys is None else self._keys[..., : self._length, :]
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        """The cached values (B, H, T, D/H), a view of the buffer; None while empty."""
+        return None if self._values is None else self._values[..., : self._length, :]
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Copy keys and values (B, H, t, D/H) (floating, one dtype and device; t may be 0)
+        into the next t positions; return all of them, (B, H, T, D/H) each (views of the
+        cache's buffers)."""
+        check_tensor(keys, "keys", "(B, H, t, D/H)", ndim=4, floating=True)
+        check_tensor(values, "values", "(B, H, t, D/H)", ndim=4, floating=True)
+        require(
+            not (torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad)),
+            "the KV cache is for inference: keys and values that require grad are refused "
+            "while grad is enabled (its buffers are written in place); decode under "
+            "torch.no_grad()",
+        )
+        if keys.shape[:3] != values.shape[:3]:
+            raise ValueError(
+                f"keys and values need the same (B, H, t), got keys "
+                f"{tuple(keys.shape)} and values {tuple(values.shape)}"
+            )
+        if keys.dtype != values.dtype or keys.device != values.device:
+            raise ValueError(
+                f"keys and values need the same dtype and device, got "
+                f"{keys.dtype} on {keys.device} and {values.dtype} on "
+                f"{values.device}"
+            )
+        if self._keys is not None:
+            for name, t, buffer in (("keys", keys, self._keys), ("values", values, self._values)):
+                if t.shape[:2] != buffer.shape[:2] or t.shape[-1] != buffer.shape[-1]:
+                    raise ValueError(
+                        f"{name} of shape {tuple(t.shape)} do not fit the cache "
+                        f"(B, H, ·, D/H) = {tuple(buffer.shape[:2])}, "
+                        f"{buffer.shape[-1]}"
+                    )
+                if t.dtype != buffer.dtype or t.device != buffer.device:
+                    raise ValueError(
+                        f"{name} of dtype {t.dtype} on {t.device} do not fit the "
+                        f"cache, which holds {buffer.dtype} on {buffer.device} "
+                        f"(a copy would convert them silently)"
+                    )
+
+        start, end = self._length, self._length + keys.shape[-2]
+        self._grow(end, keys, values)
+        self._keys[..., start:end, :] = keys  # a copy: the caller's tensors are not kept
+        self._values[..., start:end, :] = values
+        self._length = end
+        return self.keys, self.values
+
+    def _grow(self, needed: int, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Make room for ``needed`` positions: allocate, or reallocate at double size."""
+        if needed <= self.capacity and self._keys is not None:
+            return
+        capacity = max(needed, 2 * self.capacity, self._capacity_hint or 0)
+        new_keys = keys.new_empty((*keys.shape[:2], capacity, keys.shape[-1]))
+        new_values = values.new_empty((*values.shape[:2], capacity, values.shape[-1]))
+        if self._keys is not None:  # copy what is cached (once per doubling)
+            new_keys[..., : self._length, :] = self.keys
+            new_values[..., : self._length, :] = self.values
+        self._keys, self._values = new_keys, new_values

@@ -19,7 +19,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from helpers.checks import check_int, check_probability, check_real, check_tensor, require
+from helpers.checks import (
+    check_even,
+    check_float_dtype,
+    check_int,
+    check_positions,
+    check_probability,
+    check_real,
+)
 
 __all__ = [
     "sinusoidal_encoding",
@@ -28,26 +35,6 @@ __all__ = [
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEncoding",
 ]
-
-
-def _check_even(d_model, name: str = "d_model") -> int:
-    """``d_model`` if it is a positive even integer (features come in pairs)."""
-    d_model = check_int(d_model, name, minimum=1)
-    if d_model % 2:
-        raise ValueError(
-            f"{name} must be even (features come in (sin, cos) / rotation "
-            f"pairs), got {name}={d_model}"
-        )
-    return d_model
-
-
-def _check_dtype(dtype) -> None:
-    """Raise ValueError unless ``dtype`` is a floating torch dtype (an integer table would
-    round every sine and cosine to -1, 0 or 1)."""
-    require(
-        isinstance(dtype, torch.dtype) and dtype.is_floating_point,
-        f"dtype must be a floating torch.dtype, got {dtype!r}",
-    )
 
 
 def _frequencies(d_model: int, base: float) -> torch.Tensor:
@@ -80,8 +67,8 @@ def sinusoidal_encoding(
         A tensor of shape (T, D).
     """
     num_positions = check_int(num_positions, "num_positions")
-    d_model = _check_even(d_model)
-    _check_dtype(dtype)
+    d_model = check_even(d_model)
+    check_float_dtype(dtype)
     positions = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (T, 1)
     angles = positions * _frequencies(d_model, base)  # (T, D/2)
     table = torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1)  # (T, D/2, 2)
@@ -108,8 +95,8 @@ def rotation_matrix(
         A tensor of shape (D, D).
     """
     offset = check_real(offset, "offset")
-    d_model = _check_even(d_model)
-    _check_dtype(dtype)
+    d_model = check_even(d_model)
+    check_float_dtype(dtype)
     angles = offset * _frequencies(d_model, base)  # (D/2,)
     cos, sin = torch.cos(angles), torch.sin(angles)
     blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
@@ -140,7 +127,7 @@ def rotary_embedding(
         got = (tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x must be a floating tensor of shape (…, T, D), got {got}")
     *lead, num_positions, d_model = x.shape
-    _check_even(d_model, "d_model (x's last axis)")
+    check_even(d_model, "d_model (x's last axis)")
     if positions is None:
         positions = torch.arange(num_positions, device=x.device)
     if not isinstance(positions, torch.Tensor):  # a list of numbers, say
@@ -172,47 +159,34 @@ def rotary_embedding(
     return rotated.flatten(-2)  # (…, T, D/2, 2) → (…, T, D)
 
 
-def _check_input(module: nn.Module, x, max_len: int, d_model: int) -> int:
-    """Return T for x of shape (…, T, D), floating, or raise ValueError."""
-    check_tensor(x, "x", "(…, T, D)", ndim=range(2, 65), floating=True)
-    if x.shape[-1] != d_model:
-        raise ValueError(
-            f"x must have d_model={d_model} features in the last axis, got shape {tuple(x.shape)}"
-        )
-    num_positions = x.shape[-2]
-    if num_positions > max_len:
-        raise ValueError(
-            f"{type(module).__name__} holds max_len={max_len} positions, got "
-            f"T={num_positions} (x of shape {tuple(x.shape)}); build it with a "
-            f"larger max_len"
-        )
-    return num_positions
-
-
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds the sinusoidal table to its input: ``dropout(x + PE[:T])``.
 
     ``SinusoidalPositionalEncoding(d_model, max_len=1024, dropout=0.0)`` precomputes
-    :func:`sinusoidal_encoding` (max_len, D) once, as the non-persistent buffer
-    ``encoding`` (it moves with ``.to(...)`` but is not saved in ``state_dict``).
+    :func:`sinusoidal_encoding` (max_len, D) once, in float64, as the non-persistent buffer
+    ``encoding`` (it moves with ``.to(...)`` but is not saved in ``state_dict``); forward
+    casts it to the input's dtype, so float64 inputs get the exact table (after
+    ``module.float()`` the buffer itself is float32).
     ``forward(x)`` takes x of shape (B, T, D) (or (T, D)) with T ≤ max_len and returns the
     same shape.
     """
 
     def __init__(self, d_model: int, max_len: int = 1024, dropout: float = 0.0):
         super().__init__()
-        self.d_model = _check_even(d_model)
+        self.d_model = check_even(d_model)
         self.max_len = check_int(max_len, "max_len", minimum=1)
         self.dropout = nn.Dropout(check_probability(dropout))
         self.register_buffer(
-            "encoding", sinusoidal_encoding(self.max_len, self.d_model), persistent=False
+            "encoding",
+            sinusoidal_encoding(self.max_len, self.d_model, dtype=torch.float64),
+            persistent=False,
         )  # (max_len, D)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        num_positions = _check_input(self, x, self.max_len, self.d_model)
+        num_positions = check_positions(self, x)
         return self.dropout(x + self.encoding[:num_positions].to(x.dtype))  # (B, T, D)
 
 
@@ -237,5 +211,5 @@ class LearnedPositionalEncoding(nn.Module):
         return f"max_len={self.max_len}, d_model={self.d_model}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        num_positions = _check_input(self, x, self.max_len, self.d_model)
+        num_positions = check_positions(self, x)
         return self.dropout(x + self.embedding.weight[:num_positions])  # (B, T, D)

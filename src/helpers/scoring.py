@@ -16,8 +16,14 @@ import math
 import torch
 from torch import nn
 
-from helpers.attention import attend, scaled_dot_product_attention
-from helpers.checks import check_int, check_probability, check_tensor
+from helpers.attention import _attend, _sdpa
+from helpers.checks import (
+    check_int,
+    check_mask,
+    check_probability,
+    check_scoring_inputs,
+    check_tensor,
+)
 
 __all__ = [
     "additive_scores",
@@ -27,40 +33,6 @@ __all__ = [
     "AdditiveAttention",
     "BilinearAttention",
 ]
-
-_SHAPES = {"queries": "Q", "keys": "K", "values": "K"}
-_NO_VALUES = object()  # scores(queries, keys) has no values (None is a bad value)
-
-
-def _check_inputs(queries, keys, values=_NO_VALUES) -> None:
-    """Raise ValueError unless queries, keys (and values) are floating 2-D to 4-D tensors
-    of one dtype with matching K and broadcastable leading axes."""
-    named = [("queries", queries), ("keys", keys)]
-    if values is not _NO_VALUES:
-        named.append(("values", values))
-    for name, tensor in named:
-        letter = _SHAPES[name]
-        check_tensor(
-            tensor,
-            name,
-            f"({letter}, D), (B, {letter}, D) or (B, H, {letter}, D)",
-            ndim=(2, 3, 4),
-            floating=True,
-        )
-        if tensor.dtype != queries.dtype:
-            raise ValueError(
-                f"{name} must have queries' dtype {queries.dtype}, got dtype {tensor.dtype}"
-            )
-    if values is not _NO_VALUES and keys.shape[-2] != values.shape[-2]:
-        raise ValueError(
-            f"keys and values must hold the same number of keys K, got keys of "
-            f"shape {tuple(keys.shape)} and values of shape {tuple(values.shape)}"
-        )
-    try:
-        torch.broadcast_shapes(*(tensor.shape[:-2] for _, tensor in named))
-    except RuntimeError:
-        shapes = ", ".join(f"{name} {tuple(tensor.shape)}" for name, tensor in named)
-        raise ValueError(f"the leading (batch, head) axes must broadcast, got {shapes}") from None
 
 
 def additive_scores(
@@ -95,6 +67,11 @@ def additive_scores(
             f"w_v must have shape (1, Dh) or (Dh,) with Dh={w_q.shape[0]}, got "
             f"shape {tuple(w_v.shape)}"
         )
+    return _additive_scores(queries, keys, w_q, w_k, w_v)
+
+
+def _additive_scores(queries, keys, w_q, w_k, w_v):
+    """The unchecked core of :func:`additive_scores`."""
     projected_queries = nn.functional.linear(queries, w_q).unsqueeze(-2)  # (…, Q, 1, Dh)
     projected_keys = nn.functional.linear(keys, w_k).unsqueeze(-3)  # (…, 1, K, Dh)
     features = torch.tanh(projected_queries + projected_keys)  # (…, Q, K, Dh)
@@ -120,26 +97,29 @@ def bilinear_scores(
         dtype=queries.dtype,
         size={0: queries.shape[-1], 1: keys.shape[-1]},
     )
+    return _bilinear_scores(queries, keys, weight)
+
+
+def _bilinear_scores(queries, keys, weight):
+    """The unchecked core of :func:`bilinear_scores`."""
     return (queries @ weight) @ keys.transpose(-2, -1)  # (…, Q, Dk) @ (…, Dk, K)
 
 
 class _ScoringAttention(nn.Module):
-    """Shared ``scores`` / ``forward`` of the attention modules; subclasses give ``_scores``."""
+    """Shared ``scores`` / ``forward`` of the attention modules; subclasses give ``_scores``
+    (unchecked) and ``_sizes``, what the inputs must match."""
 
     def __init__(self, dropout: float = 0.0):
         super().__init__()
-        self.dropout = check_probability(dropout)
+        self.dropout_p = check_probability(dropout)
 
-    def _check_features(self, queries: torch.Tensor, keys: torch.Tensor) -> None:
-        raise NotImplementedError
-
-    def _scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+    def _sizes(self) -> dict:
+        """``query_dim``, ``key_dim`` and ``dtype`` the inputs must have (a dot product: none)."""
+        return {}
 
     def scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """Raw scores (…, Q, K) of queries (…, Q, Dq) against keys (…, K, Dk), no softmax."""
-        _check_inputs(queries, keys)
-        self._check_features(queries, keys)
+        check_scoring_inputs(type(self).__name__, queries, keys, **self._sizes())
         return self._scores(queries, keys)
 
     def forward(
@@ -149,10 +129,11 @@ class _ScoringAttention(nn.Module):
         values: torch.Tensor,
         mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        _check_inputs(queries, keys, values)
-        self._check_features(queries, keys)
+        lead = check_scoring_inputs(type(self).__name__, queries, keys, values, **self._sizes())
+        if mask is not None:
+            check_mask(mask, (*lead, queries.shape[-2], keys.shape[-2]))
         scores = self._scores(queries, keys)  # (…, Q, K)
-        return attend(scores, values, mask, dropout=self.dropout, training=self.training)
+        return _attend(scores, values, mask, self.dropout_p, self.training)
 
 
 class DotProductAttention(_ScoringAttention):
@@ -169,15 +150,6 @@ class DotProductAttention(_ScoringAttention):
     def _scale(self, queries: torch.Tensor) -> float:
         return 1.0
 
-    def _check_features(self, queries: torch.Tensor, keys: torch.Tensor) -> None:
-        if queries.shape[-1] != keys.shape[-1]:
-            raise ValueError(
-                f"queries and keys must have the same feature size D for "
-                f"{type(self).__name__}, got queries of shape "
-                f"{tuple(queries.shape)} and keys of shape {tuple(keys.shape)}; "
-                f"for different sizes use AdditiveAttention or BilinearAttention"
-            )
-
     def _scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         scores = queries @ keys.transpose(-2, -1)  # (…, Q, K)
         scale = self._scale(queries)
@@ -190,15 +162,17 @@ class DotProductAttention(_ScoringAttention):
         values: torch.Tensor,
         mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        _check_inputs(queries, keys, values)
-        self._check_features(queries, keys)
-        return scaled_dot_product_attention(
+        lead = check_scoring_inputs(type(self).__name__, queries, keys, values)
+        if mask is not None:
+            check_mask(mask, (*lead, queries.shape[-2], keys.shape[-2]))
+        scale = self._scale(queries)
+        return _sdpa(
             queries,
             keys,
             values,
             mask,
-            scale=self._scale(queries),
-            dropout=self.dropout,
+            scale=scale,
+            dropout_p=self.dropout_p,
             training=self.training,
         )
 
@@ -214,7 +188,7 @@ class ScaledDotProductAttention(DotProductAttention):
     """
 
     def _scale(self, queries: torch.Tensor) -> float:
-        return 1.0 / math.sqrt(queries.shape[-1])
+        return 1.0 / math.sqrt(queries.shape[-1]) if queries.shape[-1] else 1.0  # D = 0
 
 
 class AdditiveAttention(_ScoringAttention):
@@ -240,14 +214,14 @@ class AdditiveAttention(_ScoringAttention):
     def extra_repr(self) -> str:
         return (
             f"query_dim={self.query_dim}, key_dim={self.key_dim}, "
-            f"hidden_dim={self.hidden_dim}, dropout={self.dropout}"
+            f"hidden_dim={self.hidden_dim}, dropout={self.dropout_p}"
         )
 
-    def _check_features(self, queries: torch.Tensor, keys: torch.Tensor) -> None:
-        _check_sizes(self, queries, keys, self.w_q.weight.dtype)
+    def _sizes(self) -> dict:
+        return dict(query_dim=self.query_dim, key_dim=self.key_dim, dtype=self.w_q.weight.dtype)
 
     def _scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        return additive_scores(queries, keys, self.w_q.weight, self.w_k.weight, self.w_v.weight)
+        return _additive_scores(queries, keys, self.w_q.weight, self.w_k.weight, self.w_v.weight)
 
 
 class BilinearAttention(_ScoringAttention):
@@ -269,26 +243,10 @@ class BilinearAttention(_ScoringAttention):
         nn.init.xavier_uniform_(self.weight)
 
     def extra_repr(self) -> str:
-        return f"query_dim={self.query_dim}, key_dim={self.key_dim}, dropout={self.dropout}"
+        return f"query_dim={self.query_dim}, key_dim={self.key_dim}, dropout={self.dropout_p}"
 
-    def _check_features(self, queries: torch.Tensor, keys: torch.Tensor) -> None:
-        _check_sizes(self, queries, keys, self.weight.dtype)
+    def _sizes(self) -> dict:
+        return dict(query_dim=self.query_dim, key_dim=self.key_dim, dtype=self.weight.dtype)
 
     def _scores(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        return bilinear_scores(queries, keys, self.weight)
-
-
-def _check_sizes(module, queries: torch.Tensor, keys: torch.Tensor, dtype: torch.dtype) -> None:
-    """Raise ValueError unless queries end in query_dim, keys in key_dim, both of ``dtype``."""
-    for name, tensor, size_name in (("queries", queries, "query_dim"), ("keys", keys, "key_dim")):
-        size = getattr(module, size_name)
-        if tensor.shape[-1] != size:
-            raise ValueError(
-                f"{name} must have {size_name}={size} features in the last axis "
-                f"for this {type(module).__name__}, got shape {tuple(tensor.shape)}"
-            )
-        if tensor.dtype != dtype:
-            raise ValueError(
-                f"{name} must have the parameters' dtype {dtype}, got dtype "
-                f"{tensor.dtype}; convert the module (e.g. .double()) or the input"
-            )
+        return _bilinear_scores(queries, keys, self.weight)

@@ -18,12 +18,10 @@ import math
 import torch
 from torch import nn
 
-from helpers.attention import masked_softmax, scaled_dot_product_attention
-from helpers.checks import check_int, check_tensor
+from helpers.attention import _masked_softmax, _sdpa
+from helpers.checks import check_int, check_mask, check_qkv, check_tensor, require
 
 __all__ = ["SelfAttention", "windowed_attention"]
-
-_ANY_RANK_FROM_2 = range(2, 65)  # (…, T, D): at least two axes
 
 
 class SelfAttention(nn.Module):
@@ -61,7 +59,9 @@ class SelfAttention(nn.Module):
             dtype=self.w_q.weight.dtype,
             size={-1: d_model},
         )
-        return scaled_dot_product_attention(self.w_q(x), self.w_k(x), self.w_v(x), mask)
+        if mask is not None:
+            check_mask(mask, (*x.shape[:-2], x.shape[-2], x.shape[-2]))
+        return _sdpa(self.w_q(x), self.w_k(x), self.w_v(x), mask)
 
 
 def windowed_attention(
@@ -87,26 +87,12 @@ def windowed_attention(
         w' = min(w, T - 1) (and w' = 0 when T = 0).
     """
     window = check_int(window, "window")
-    for name, tensor, shape in (
-        ("q", q, "(…, T, D)"),
-        ("k", k, "(…, T, D)"),
-        ("v", v, "(…, T, Dv)"),
-    ):
-        check_tensor(tensor, name, shape, ndim=_ANY_RANK_FROM_2, floating=True)
-    if not q.dtype == k.dtype == v.dtype:
-        raise ValueError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
-    if not (q.shape[-2] == k.shape[-2] == v.shape[-2]) or q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q, k and v must hold the same T positions and q, k the same D, got "
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    try:
-        lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"the leading (batch, head) axes of q {tuple(q.shape)}, "
-            f"k {tuple(k.shape)} and v {tuple(v.shape)} must broadcast"
-        ) from None
+    lead = check_qkv(q, k, v)
+    require(
+        q.shape[-2] == k.shape[-2],
+        f"q, k and v must hold the same T positions, got q {tuple(q.shape)}, "
+        f"k {tuple(k.shape)}, v {tuple(v.shape)}",
+    )
     num_positions = q.shape[-2]
     window = min(window, max(num_positions - 1, 0))
     width = 2 * window + 1
@@ -119,5 +105,5 @@ def windowed_attention(
     scores = torch.einsum("...td,...tdc->...tc", q, k_band) / scale
     key_index = torch.arange(num_positions)[:, None] - window + torch.arange(width)  # (T, 2w+1)
     inside = (key_index >= 0) & (key_index < num_positions)
-    weights = masked_softmax(scores, inside.to(q.device))  # (…, T, 2w+1)
+    weights = _masked_softmax(scores, inside.to(q.device))  # (…, T, 2w+1)
     return torch.einsum("...tc,...tdc->...td", weights, v_band), weights

@@ -15,7 +15,15 @@ import math
 import torch
 from torch import nn
 
-from helpers.checks import check_bool, check_head_mask, check_int, check_tensor, require
+from helpers.checks import (
+    check_bool,
+    check_features,
+    check_head_mask,
+    check_int,
+    check_tensor,
+    check_token_id,
+    require,
+)
 from helpers.masks import causal_mask, valid_length_mask
 from helpers.positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 from helpers.transformer import DecoderBlock, EncoderBlock, LayerNorm
@@ -146,7 +154,7 @@ class Seq2SeqTransformer(nn.Module):
             ]  # (B, 1, 1, S)
         weights = []
         for layer in self.encoder_layers:
-            x, w = layer(x, src_mask)  # (B, S, D), (B, H, S, S)
+            x, w = layer._forward(x, src_mask)  # (B, S, D), (B, H, S, S)
             weights.append(w)
         return self.encoder_norm(x), src_mask, weights
 
@@ -157,16 +165,20 @@ class Seq2SeqTransformer(nn.Module):
         lists of (B, H, T, T) and (B, H, T, S), one per decoder layer. ``src_mask``: optional
         bool mask broadcastable to (B, H, T, S), as :meth:`encode` returns it."""
         x = self._embed(tgt_in, self.tgt_embedding, "tgt_in")  # (B, T, D)
-        if src_mask is not None:  # checked here, under its own name: (B, H, T, S)
-            check_tensor(memory, "memory", "(B, S, D)", ndim=3)
+        check_features(memory, "memory", self.d_model, "(B, S, D)", dtype=self.output.weight.dtype)
+        require(
+            memory.shape[0] == tgt_in.shape[0],
+            f"memory must have tgt_in's batch size B={tgt_in.shape[0]}, got shape "
+            f"{tuple(memory.shape)}",
+        )
+        if src_mask is not None:  # (B, H, T, S), the rule of MultiHeadAttention
             heads = self.decoder_layers[0].cross_attn.num_heads
-            check_head_mask(
-                src_mask, "src_mask", (tgt_in.shape[0], heads, tgt_in.shape[1], memory.shape[1])
-            )
-        self_mask = causal_mask(tgt_in.shape[1], device=tgt_in.device)  # (T, T)
+            shape = (tgt_in.shape[0], heads, tgt_in.shape[1], memory.shape[1])
+            src_mask = check_head_mask(src_mask, "src_mask", shape)
+        self_mask = causal_mask(tgt_in.shape[1], device=tgt_in.device)[None]  # (1, T, T)
         self_weights, cross_weights = [], []
         for layer in self.decoder_layers:
-            x, w_self, w_cross = layer(x, memory, self_mask, src_mask)  # (B, T, D)
+            x, w_self, w_cross = layer._forward(x, memory, self_mask, src_mask)  # (B, T, D)
             self_weights.append(w_self)
             cross_weights.append(w_cross)
         return self.output(self.decoder_norm(x)), self_weights, cross_weights  # (B, T, V)
@@ -187,48 +199,38 @@ class Seq2SeqTransformer(nn.Module):
         return logits, {"encoder_self": encoder_self, "decoder_self": decoder_self, "cross": cross}
 
 
-def _token_id(value, name: str, vocab_size: int) -> int:
-    """``value`` as an int if it is a token id in [0, vocab_size)."""
-    value = check_int(value, name)
-    require(
-        value < vocab_size,
-        f"{name} must be a token id in [0, vocab_size={vocab_size}), got {value}",
-    )
-    return value
-
-
 @torch.no_grad()
 def greedy_decode(
     model: Seq2SeqTransformer,
     src: torch.Tensor,
-    max_len: int,
+    max_new_tokens: int,
     bos: int,
     eos: int | None = None,
     src_valid_lens: torch.Tensor | None = None,
     pad: int = 0,
     return_attention: bool = False,
 ):
-    """Generate up to ``max_len`` tokens per source, each time taking the most likely one.
+    """Generate up to ``max_new_tokens`` tokens per source, each time taking the most likely one.
 
     src (B, S); ``bos`` starts every target, ``eos`` (optional) ends one, ``pad`` (id 0 by
     default) fills a sequence after its ``eos``: all three are token ids of the model's
     vocabulary. The decoder reruns on the whole prefix at every step (no KV cache: a
     later chapter adds one). Generation stops early when every sequence has emitted ``eos``.
-    Runs in eval mode (the model's mode is restored). Returns tokens (B, N), N ≤ max_len,
+    Runs in eval mode (the model's mode is restored). Returns tokens (B, N), N ≤ max_new_tokens,
     without the BOS; with ``return_attention=True`` also the cross-attention of the last
     step, a list (one per decoder layer) of (B, H, N, S): row i is what the decoder looked
     at to emit token i.
     """
     if not isinstance(model, Seq2SeqTransformer):
         raise ValueError(f"model must be a Seq2SeqTransformer, got {type(model).__name__}")
-    max_len = check_int(max_len, "max_len", minimum=1)
-    if max_len > model.max_len:
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1)
+    if max_new_tokens > model.max_len:
         raise ValueError(
-            f"max_len={max_len} exceeds the model's positional table (max_len={model.max_len})"
+            f"max_new_tokens={max_new_tokens} exceeds the model's positional table (max_len={model.max_len})"
         )
-    bos = _token_id(bos, "bos", model.vocab_size)
-    eos = None if eos is None else _token_id(eos, "eos", model.vocab_size)
-    pad = _token_id(pad, "pad", model.vocab_size)
+    bos = check_token_id(bos, "bos", model.vocab_size)
+    eos = None if eos is None else check_token_id(eos, "eos", model.vocab_size)
+    pad = check_token_id(pad, "pad", model.vocab_size)
     check_bool(return_attention, "return_attention")
     was_training = model.training
     model.eval()
@@ -236,7 +238,7 @@ def greedy_decode(
         memory, src_mask, _ = model.encode(src, src_valid_lens)  # (B, S, D)
         tokens = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
         finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-        for _ in range(max_len):
+        for _ in range(max_new_tokens):
             logits, _, cross = model.decode(tokens, memory, src_mask)  # (B, t, V)
             next_token = logits[:, -1].argmax(dim=-1)  # (B,)
             if eos is not None:

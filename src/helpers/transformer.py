@@ -19,8 +19,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from helpers.checks import (
+    ANY_RANK_FROM_1,
     check_bool,
     check_bool_mask,
+    check_features,
     check_head_mask,
     check_int,
     check_probability,
@@ -39,18 +41,6 @@ __all__ = [
 ]
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
-_ANY_RANK_FROM_1 = range(1, 65)  # (…, D): at least the feature axis
-
-
-def _check_features(x, name: str, d_model: int, shape: str = "(B, T, D)", ndim=3) -> torch.Tensor:
-    """``x`` if it is a floating tensor of rank ``ndim`` with ``d_model`` features last."""
-    check_tensor(x, name, shape, ndim=ndim, floating=True)
-    if x.shape[-1] != d_model:
-        raise ValueError(
-            f"{name} must have d_model={d_model} features in the last axis, got "
-            f"shape {tuple(x.shape)}"
-        )
-    return x
 
 
 class PositionWiseFFN(nn.Module):
@@ -79,8 +69,12 @@ class PositionWiseFFN(nn.Module):
         self.linear2 = nn.Linear(ffn_hidden, d_model)  # F → D
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_features(x, "x", self.linear1.in_features, "(…, D)", _ANY_RANK_FROM_1)
-        check_tensor(x, "x", "(…, D)", dtype=self.linear1.weight.dtype)
+        D, dtype = self.linear1.in_features, self.linear1.weight.dtype
+        check_features(x, "x", D, "(…, D)", ANY_RANK_FROM_1, dtype)
+        return self._forward(x)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The unchecked core of :meth:`forward`."""
         return self.linear2(self.dropout(self.activation(self.linear1(x))))  # (B, T, D)
 
 
@@ -104,11 +98,18 @@ class LayerNorm(nn.Module):
         return f"d_model={self.d_model}, eps={self.eps}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_features(x, "x", self.d_model, "(…, D)", _ANY_RANK_FROM_1)
+        check_features(x, "x", self.d_model, "(…, D)", ANY_RANK_FROM_1)
+        return self._forward(x)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The unchecked core of :meth:`forward`."""
         if x.numel() == 0:  # no token: an empty result (var_mean would warn)
             return x * self.weight + self.bias  # (…, D)
-        var, mean = torch.var_mean(x, dim=-1, unbiased=False, keepdim=True)  # (…, 1) each
-        return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias  # (…, D)
+        # the statistics in float32 at least (float16/bfloat16 round the mean too coarsely)
+        exact = x.to(torch.promote_types(x.dtype, torch.float32))  # (…, D)
+        var, mean = torch.var_mean(exact, dim=-1, unbiased=False, keepdim=True)  # (…, 1) each
+        normalised = ((exact - mean) * torch.rsqrt(var + self.eps)).to(x.dtype)  # (…, D)
+        return normalised * self.weight + self.bias  # (…, D)
 
 
 def batch_norm_tokens(
@@ -150,14 +151,18 @@ class AddNorm(nn.Module):
         self.dropout = nn.Dropout(check_probability(dropout))
 
     def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
-        _check_features(x, "x", self.norm.d_model, "(…, D)", _ANY_RANK_FROM_1)
+        check_features(x, "x", self.norm.d_model, "(…, D)", ANY_RANK_FROM_1)
         check_tensor(sublayer_out, "sublayer_out", "(…, D)", floating=True)
         if sublayer_out.shape != x.shape:
             raise ValueError(
                 f"sublayer_out must have x's shape {tuple(x.shape)}, got "
                 f"{tuple(sublayer_out.shape)}"
             )
-        return self.norm(x + self.dropout(sublayer_out))  # (B, T, D)
+        return self._forward(x, sublayer_out)
+
+    def _forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
+        """The unchecked core of :meth:`forward`."""
+        return self.norm._forward(x + self.dropout(sublayer_out))  # (B, T, D)
 
 
 class _Block(nn.Module):
@@ -167,10 +172,10 @@ class _Block(nn.Module):
         """Post-LN: ``add_norm(x, fn(x))``; pre-LN: ``x + dropout(fn(norm(x)))``.
         ``fn`` returns ``(out, weights)``; returns ``(new x, weights)``."""
         if self.norm_first:
-            out, weights = fn(add_norm.norm(x))
+            out, weights = fn(add_norm.norm._forward(x))
             return x + add_norm.dropout(out), weights
         out, weights = fn(x)
-        return add_norm(x, out), weights
+        return add_norm._forward(x, out), weights
 
     def _copy_common(self, layer: nn.Module, norms: tuple[str, ...]) -> None:
         """Copy the FFN and LayerNorm weights of a torch layer (checks done by the caller)."""
@@ -248,18 +253,22 @@ class EncoderBlock(_Block):
     norm2 = property(lambda self: self.add_norm2.norm)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        _check_features(x, "x", self.d_model)
-        check_tensor(x, "x", "(B, T, D)", dtype=self.self_attn.w_o.weight.dtype)
+        check_features(x, "x", self.d_model, dtype=self.self_attn.w_o.weight.dtype)
         if mask is not None:
-            check_head_mask(
-                mask, "mask", (x.shape[0], self.self_attn.num_heads, x.shape[1], x.shape[1])
-            )
+            shape = (x.shape[0], self.self_attn.num_heads, x.shape[1], x.shape[1])
+            mask = check_head_mask(mask, "mask", shape)
+        return self._forward(x, mask)
+
+    def _forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """The unchecked core of :meth:`forward`."""
         # 1) self-attention: every position looks at every (unmasked) position
         x, weights = self._sublayer(
-            self.add_norm1, x, lambda h: self.self_attn(h, h, h, mask)
+            self.add_norm1, x, lambda h: self.self_attn._forward(h, h, h, mask)
         )  # (B, T, D)
         # 2) position-wise feed-forward network
-        x, _ = self._sublayer(self.add_norm2, x, lambda h: (self.ffn(h), None))  # (B, T, D)
+        x, _ = self._sublayer(
+            self.add_norm2, x, lambda h: (self.ffn._forward(h), None)
+        )  # (B, T, D)
         return x, weights  # (B, T, D), (B, H, T, T)
 
     @classmethod
@@ -320,29 +329,34 @@ class DecoderBlock(_Block):
         self_mask: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
     ):
-        _check_features(x, "x", self.d_model)
-        _check_features(memory, "memory", self.d_model, "(B, S, D)")
-        check_tensor(x, "x", "(B, T, D)", dtype=self.self_attn.w_o.weight.dtype)
-        check_tensor(memory, "memory", "(B, S, D)", dtype=self.cross_attn.w_o.weight.dtype)
+        dtype = self.self_attn.w_o.weight.dtype
+        check_features(x, "x", self.d_model, dtype=dtype)
+        check_features(memory, "memory", self.d_model, "(B, S, D)", dtype=dtype)
         if memory.shape[0] != x.shape[0]:
             raise ValueError(
                 f"memory must have x's batch size B={x.shape[0]}, got shape {tuple(memory.shape)}"
             )
         (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.num_heads
         if self_mask is not None:
-            check_head_mask(self_mask, "self_mask", (B, H, T, T))
+            self_mask = check_head_mask(self_mask, "self_mask", (B, H, T, T))
         if memory_mask is not None:
-            check_head_mask(memory_mask, "memory_mask", (B, H, T, S))
+            memory_mask = check_head_mask(memory_mask, "memory_mask", (B, H, T, S))
+        return self._forward(x, memory, self_mask, memory_mask)
+
+    def _forward(self, x, memory, self_mask=None, memory_mask=None):
+        """The unchecked core of :meth:`forward`."""
         # 1) masked self-attention over the target prefix
         x, self_weights = self._sublayer(
-            self.add_norm1, x, lambda h: self.self_attn(h, h, h, self_mask)
+            self.add_norm1, x, lambda h: self.self_attn._forward(h, h, h, self_mask)
         )  # (B, T, D)
         # 2) cross-attention: queries from the decoder, keys and values from the encoder
         x, cross_weights = self._sublayer(
-            self.add_norm2, x, lambda h: self.cross_attn(h, memory, memory, memory_mask)
+            self.add_norm2, x, lambda h: self.cross_attn._forward(h, memory, memory, memory_mask)
         )
         # 3) position-wise feed-forward network
-        x, _ = self._sublayer(self.add_norm3, x, lambda h: (self.ffn(h), None))  # (B, T, D)
+        x, _ = self._sublayer(
+            self.add_norm3, x, lambda h: (self.ffn._forward(h), None)
+        )  # (B, T, D)
         return x, self_weights, cross_weights  # (B, T, D), (B, H, T, T), (B, H, T, S)
 
     @classmethod

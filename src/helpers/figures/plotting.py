@@ -17,7 +17,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.checks import check_int, check_real, check_shape, check_tensor, describe, require
+from helpers.checks import (
+    check_instance,
+    check_int,
+    check_limits,
+    check_shape,
+    check_tensor,
+    describe,
+    require,
+)
 from helpers.tasks.classification import decision_grid
 
 __all__ = ["heatmap", "multihead_diagram", "show_heatmaps", "to_numpy", "plot_decision_boundary"]
@@ -65,27 +73,6 @@ def _is_matrix(item) -> bool:
         return False
 
 
-def _check_limits(vmin, vmax) -> tuple[float | None, float | None]:
-    """The colour limits, each None or a finite number (or 0-d real tensor), vmin <= vmax
-    when both are given; returned as floats (or None)."""
-    limits = []
-    for name, value in (("vmin", vmin), ("vmax", vmax)):
-        if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_complex():
-            value = value.item()
-        limits.append(None if value is None else check_real(value, name))
-    low, high = limits
-    if low is not None and high is not None:
-        require(low <= high, f"vmin must not exceed vmax, got vmin={low!r}, vmax={high!r}")
-    return low, high
-
-
-def _check_axes(ax) -> None:
-    require(
-        ax is None or isinstance(ax, matplotlib.axes.Axes),
-        f"ax must be a matplotlib Axes or None, got {describe(ax)}",
-    )
-
-
 def heatmap(
     matrix,
     ax: matplotlib.axes.Axes | None = None,
@@ -122,8 +109,8 @@ def heatmap(
     data = to_numpy(matrix)
     if data.ndim != 2:
         raise ValueError(f"matrix must be 2-D (Q, K), got shape {tuple(data.shape)}")
-    vmin, vmax = _check_limits(vmin, vmax)
-    _check_axes(ax)
+    vmin, vmax = check_limits(vmin, vmax)
+    check_instance(ax, matplotlib.axes.Axes, "ax", optional=True)
     require(
         isinstance(fmt, str), f"fmt must be a format string such as '{{:.2f}}', got {describe(fmt)}"
     )
@@ -215,7 +202,7 @@ def show_heatmaps(
                 )
             if m.size == 0:
                 raise ValueError(f"grid[{r}][{c}] must not be empty, got shape {m.shape}")
-    vmin, vmax = _check_limits(vmin, vmax)
+    vmin, vmax = check_limits(vmin, vmax)
     if titles is not None and titles and isinstance(titles[0], str):
         titles = [titles]
     num_rows, num_cols = len(rows), max(len(r) for r in rows)
@@ -269,7 +256,7 @@ def multihead_diagram(
     """
     num_heads = check_int(num_heads, "num_heads", 1)
     require(num_heads <= 8, f"num_heads must be an int from 1 to 8, got {num_heads!r}")
-    _check_axes(ax)
+    check_instance(ax, matplotlib.axes.Axes, "ax", optional=True)
     if ax is None:
         fig, ax = plt.subplots(figsize=(9.0, 0.4 + 0.75 * num_heads))
     fig = ax.figure
@@ -360,7 +347,7 @@ def plot_decision_boundary(
         "y must hold the labels 0 and 1 only",
     )
     resolution = check_int(resolution, "resolution", 1)
-    _check_axes(ax)
+    check_instance(ax, matplotlib.axes.Axes, "ax", optional=True)
     xx, yy, probs = decision_grid(model, x, resolution)  # checks the model and x
     created = None
     if ax is None:

@@ -14,7 +14,14 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from helpers.checks import check_int, check_real, check_shape, check_tensor, describe, require
+from helpers.checks import (
+    check_int,
+    check_real,
+    check_shape,
+    check_tensor,
+    describe,
+    require,
+)
 
 __all__ = [
     "two_moons",
@@ -134,6 +141,8 @@ def train_full_batch(
         f"callback must be callable or None, got {describe(callback)}",
     )
     opt = optimizers[optimizer](parameters, lr=lr)
+    x, y = x.to(parameters[0].device), y.to(parameters[0].device)  # on the model's device
+    model.train()  # dropout and the like on while training (the model is left training)
     losses = []
     for step in range(1, steps + 1):
         opt.zero_grad()
@@ -165,10 +174,6 @@ def class1_probability(logits: torch.Tensor) -> torch.Tensor:
     return torch.softmax(logits, dim=1)[:, 1]
 
 
-def _check_model(model) -> None:
-    require(callable(model), f"model must be callable (e.g. an nn.Module), got {describe(model)}")
-
-
 @torch.no_grad()
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     """Fraction of the labels y (N,) in {0, 1} that ``model`` gets right on x (N, D_in).
@@ -178,7 +183,7 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
         x: the inputs (N, D_in), floating, N >= 1.
         y: the labels (N,), 0 or 1 (any real or bool dtype).
     """
-    _check_model(model)
+    require(callable(model), f"model must be callable (e.g. an nn.Module), got {describe(model)}")
     check_tensor(x, "x", "(N, D_in)", ndim=2, floating=True)
     check_tensor(y, "y", "(N,)")
     check_shape(y, (x.shape[0],))
@@ -208,7 +213,7 @@ def decision_grid(
         ``(xx, yy, probs)``, each (R, R): grid coordinates (as ``meshgrid(indexing="xy")``)
         and P(class 1) at each grid point.
     """
-    _check_model(model)
+    require(callable(model), f"model must be callable (e.g. an nn.Module), got {describe(model)}")
     check_tensor(x, "x", "(N, 2)", floating=True)
     check_shape(x, (None, 2))
     require(x.shape[0] > 0, "x must hold at least one point to span the grid, got N=0")

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import torch
 
-from helpers.checks import check_int, check_real, check_tensor, describe, require
+from helpers.checks import (
+    check_generator,
+    check_int,
+    check_pm1,
+    check_real,
+    describe,
+    require,
+)
 from helpers.hopfield import hebbian_weights, recall
 
 __all__ = ["corrupt", "capacity_curve", "digit_patterns", "DIGITS"]
@@ -27,19 +34,8 @@ def corrupt(
         generator: the random source (the global one if None).
     """
     fraction = check_real(fraction, "fraction", minimum=0.0, maximum=1.0)
-    check_tensor(pattern, "pattern", "(…, N)", ndim=range(1, 65))
-    if (
-        pattern.dtype == torch.bool
-        or pattern.numel() == 0
-        or not bool(((pattern == 1) | (pattern == -1)).all())
-    ):
-        raise ValueError(
-            f"pattern must be a non-empty tensor of -1 and +1 entries, got {describe(pattern)}"
-        )
-    require(
-        generator is None or isinstance(generator, torch.Generator),
-        f"generator must be a torch.Generator or None, got {describe(generator)}",
-    )
+    check_pm1(pattern, "pattern", "(…, N)")
+    check_generator(generator)
     num_flips = round(fraction * pattern.shape[-1])
     order = torch.rand(pattern.shape, generator=generator).argsort(dim=-1)  # random permutation
     flip = order < num_flips  # exactly num_flips True per row
@@ -80,10 +76,7 @@ def capacity_curve(
         check_int(count, "every entry of pattern_counts", 1) for count in pattern_counts
     ]
     trials = check_int(trials, "trials", 1)
-    require(
-        generator is None or isinstance(generator, torch.Generator),
-        f"generator must be a torch.Generator or None, got {describe(generator)}",
-    )
+    check_generator(generator)
     steps = check_int(steps, "steps")
     tolerance = check_real(tolerance, "tolerance", minimum=0.0, maximum=1.0)
     fractions = []

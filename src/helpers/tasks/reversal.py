@@ -11,13 +11,23 @@ Shapes: B batch, S source positions (the digit count), T = S + 1 target position
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from helpers.checks import check_bool, check_int, check_real, check_tensor, require
+from helpers.checks import (
+    check_bool,
+    check_generator,
+    check_instance,
+    check_int,
+    check_lengths,
+    check_real,
+    check_tensor,
+    require,
+)
 from helpers.seq2seq import Seq2SeqTransformer, greedy_decode
 
 __all__ = [
@@ -39,29 +49,6 @@ VOCAB_SIZE = FIRST_DIGIT + 10
 _OPTIMIZERS = {"adam": torch.optim.Adam, "radam": torch.optim.RAdam}
 
 
-def _check_generator(generator) -> None:
-    require(
-        generator is None or isinstance(generator, torch.Generator),
-        f"generator must be a torch.Generator or None, got {type(generator).__name__}",
-    )
-
-
-def _check_model(model) -> None:
-    require(
-        isinstance(model, Seq2SeqTransformer),
-        f"model must be a Seq2SeqTransformer, got {type(model).__name__}",
-    )
-
-
-def _check_lengths(length, min_length) -> tuple[int, int]:
-    """``(length, lowest length)`` after checking ``length`` >= 1 and 1 <= min_length <= length."""
-    length = check_int(length, "length", minimum=1)
-    lo = length if min_length is None else check_int(min_length, "min_length", minimum=1)
-    if lo > length:
-        raise ValueError(f"min_length={lo} must be <= length={length}")
-    return length, lo
-
-
 def reversal_batch(
     batch_size: int,
     length: int,
@@ -76,8 +63,8 @@ def reversal_batch(
     ``generator`` (torch's global generator if None). ``batch_size`` may be 0.
     """
     batch_size = check_int(batch_size, "batch_size")
-    length, lo = _check_lengths(length, min_length)
-    _check_generator(generator)
+    length, lo = check_lengths(length, min_length)
+    check_generator(generator)
     digits = torch.randint(FIRST_DIGIT, VOCAB_SIZE, (batch_size, length), generator=generator)
     lens = torch.randint(lo, length + 1, (batch_size, 1), generator=generator)  # (B, 1)
     positions = torch.arange(length + 1)  # (S+1,)
@@ -101,6 +88,19 @@ def source_valid_lens(src: torch.Tensor) -> torch.Tensor:
     return (src != PAD_ID).sum(dim=-1)
 
 
+@contextlib.contextmanager
+def _seeded(seed: int, device: torch.device):
+    """Seed the random stream of ``device`` (the CPU's, or one CUDA device's) with ``seed``
+    for the block, and give the caller's streams back afterwards: ``torch.manual_seed``
+    inside ``fork_rng(devices=[])`` would reseed every CUDA stream and restore none."""
+    cuda = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.default_generator.manual_seed(seed)
+        if cuda:
+            torch.cuda.default_generators[device.index or 0].manual_seed(seed)
+        yield
+
+
 def reversal_model(seed: int = 0, **overrides) -> Seq2SeqTransformer:
     """The chapter's tiny model, seeded: D=64, H=4, F=128, 2+2 layers, max_len 16 (any
     argument of :class:`Seq2SeqTransformer` can be overridden)."""
@@ -115,8 +115,7 @@ def reversal_model(seed: int = 0, **overrides) -> Seq2SeqTransformer:
         max_len=16,
     )
     config.update(overrides)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with _seeded(seed, torch.device("cpu")):  # the weights are drawn on the CPU
         return Seq2SeqTransformer(**config)
 
 
@@ -132,15 +131,16 @@ def token_accuracy(
     """Fraction of target tokens (digits and EOS_ID) that greedy decoding gets right on
     ``num_sequences`` held-out sequences drawn from ``seed`` (pick one the training did
     not use). A sequence that stops early counts its missing tokens as wrong."""
-    _check_model(model)
+    check_instance(model, Seq2SeqTransformer, "model")
     num_sequences = check_int(num_sequences, "num_sequences", minimum=1)
     generator = torch.Generator().manual_seed(check_int(seed, "seed"))
-    length, _ = _check_lengths(length, min_length)
+    length, _ = check_lengths(length, min_length)
     batch_size = check_int(batch_size, "batch_size", minimum=1)
+    device = next(model.parameters()).device  # the batches go where the model is
     correct = total = 0
     for start in range(0, num_sequences, batch_size):
         n = min(batch_size, num_sequences - start)
-        src, _, tgt_out = reversal_batch(n, length, generator, min_length)
+        src, _, tgt_out = (t.to(device) for t in reversal_batch(n, length, generator, min_length))
         out = greedy_decode(model, src, length + 1, BOS_ID, EOS_ID, source_valid_lens(src))
         out = F.pad(out, (0, tgt_out.shape[1] - out.shape[1]), value=PAD_ID)  # (B, S+1)
         real = tgt_out != PAD_ID
@@ -180,17 +180,22 @@ def train_seq2seq(
     Returns a dict: ``"loss"`` and ``"lr"`` per step, ``"accuracy"`` a list of
     ``(step, accuracy)``, ``"steps"`` done, ``"seconds"`` of wall time (evaluation included).
     """
-    _check_model(model)
+    check_instance(model, Seq2SeqTransformer, "model")
     steps = check_int(steps, "steps", minimum=1)
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     lr = check_real(lr, "lr", minimum=0, exclusive_minimum=True)
     warmup = check_int(warmup_steps, "warmup_steps")
     seed = check_int(seed, "seed")
     check_bool(progress, "progress")
-    length, _ = _check_lengths(length, min_length)
+    length, _ = check_lengths(length, min_length)
     eval_every = 0 if eval_every is None else check_int(eval_every, "eval_every")
     if target_accuracy is not None:
         target_accuracy = check_real(target_accuracy, "target_accuracy", minimum=0, maximum=1)
+        require(
+            eval_every > 0,
+            f"target_accuracy needs eval_every > 0 (the accuracy is measured every so many "
+            f"steps), got eval_every={eval_every}",
+        )
     eval_sequences = check_int(eval_sequences, "eval_sequences", minimum=1)
     if stop_loss is not None:
         stop_loss = check_real(stop_loss, "stop_loss", minimum=0, exclusive_minimum=True)
@@ -206,10 +211,11 @@ def train_seq2seq(
     history = {"loss": [], "lr": [], "accuracy": [], "steps": 0}
     start = time.perf_counter()
     model.train()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    device = next(model.parameters()).device  # the batches go where the model is
+    with _seeded(seed, device):  # dropout's draws: repeatable, the caller's stream untouched
         for step in tqdm(range(1, steps + 1), disable=not progress, desc="training"):
-            src, tgt_in, tgt_out = reversal_batch(batch_size, length, generator, min_length)
+            batch = reversal_batch(batch_size, length, generator, min_length)
+            src, tgt_in, tgt_out = (t.to(device) for t in batch)
             logits, _ = model(src, tgt_in, source_valid_lens(src))  # (B, T, V)
             loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD_ID)
             optimizer.zero_grad()

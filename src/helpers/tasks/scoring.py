@@ -16,7 +16,15 @@ from dataclasses import dataclass
 
 import torch
 
-from helpers.checks import check_bool, check_int, check_real, check_tensor, describe, require
+from helpers.checks import (
+    check_axis,
+    check_bool,
+    check_int,
+    check_real,
+    check_tensor,
+    describe,
+    require,
+)
 from helpers.measure import attention_entropy, time_call
 
 __all__ = [
@@ -146,16 +154,17 @@ def hardmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
     function of the scores, so its gradient is zero wherever it is defined: nothing flows
     back to the scores. Takes scores (…, K), returns weights of the same shape and dtype
     (an empty result where K = 0).
+    A row holding a NaN gives a NaN row, as the softmax at any small τ does (``argmax``
+    alone would put all the weight on the NaN).
     """
     check_tensor(scores, "scores", "(…, K)", ndim=_AT_LEAST_1, floating=True)
-    require(
-        not isinstance(dim, bool) and isinstance(dim, int) and -scores.dim() <= dim < scores.dim(),
-        f"dim must be an axis of scores (shape {tuple(scores.shape)}), got {dim!r}",
-    )
+    check_axis(dim, scores, "scores")
     if scores.shape[dim] == 0:
         return torch.zeros_like(scores)  # no keys: nothing to select
     index = scores.argmax(dim=dim, keepdim=True)
-    return torch.zeros_like(scores).scatter_(dim, index, 1.0)  # no graph: argmax is an index
+    weights = torch.zeros_like(scores).scatter_(dim, index, 1.0)  # no graph: an index
+    has_nan = scores.isnan().any(dim=dim, keepdim=True)  # (…, 1)
+    return weights.masked_fill(has_nan, float("nan"))
 
 
 def dot_product_variance(

@@ -14,7 +14,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from helpers.checks import check_tensor, require
+from helpers.checks import (
+    as_real_array,
+    check_vocab,
+    require,
+)
 
 __all__ = [
     "PAD_TOKEN",
@@ -46,37 +50,6 @@ def _token_lists(sentences, name: str = "sentences") -> list[list[str]]:
             )
         tokens.append(row)
     return tokens
-
-
-def _check_vocab(vocab) -> None:
-    """Raise ValueError unless ``vocab`` is a dict of string tokens -> integer ids."""
-    if not isinstance(vocab, dict) or not all(
-        isinstance(t, str) and isinstance(i, int) and not isinstance(i, bool)
-        for t, i in vocab.items()
-    ):
-        raise ValueError(
-            f"vocab must be a dict of string tokens -> integer ids (as "
-            f"build_vocab returns), got {type(vocab).__name__}"
-        )
-
-
-def _as_array(matrix) -> np.ndarray:
-    """``matrix`` (tensor, array or nested list of real numbers) as a float64 NumPy array."""
-    if isinstance(matrix, torch.Tensor):
-        check_tensor(matrix, "matrix", "(Q, K)")
-        if matrix.is_complex():
-            raise ValueError(f"matrix must hold real numbers, got dtype {matrix.dtype}")
-        return matrix.detach().cpu().to(torch.float64).numpy()
-    try:
-        data = np.asarray(matrix)
-        if data.dtype.kind not in "biuf":  # bool, integers, floats: no strings, objects
-            raise TypeError(f"dtype {data.dtype}")
-        return data.astype(np.float64)
-    except (ValueError, TypeError) as error:
-        raise ValueError(
-            f"matrix must be a 2-D tensor, array or nested list of real "
-            f"numbers (Q, K), got {type(matrix).__name__} ({error})"
-        ) from None
 
 
 def pad_tokens(
@@ -154,7 +127,7 @@ def encode(padded, vocab: dict[str, int]) -> torch.Tensor:
         An int64 tensor of shape (B, T).
     """
     rows = _token_lists(padded, "padded")
-    _check_vocab(vocab)
+    check_vocab(vocab)
     lengths = sorted({len(row) for row in rows})
     if len(lengths) > 1:
         raise ValueError(
@@ -178,7 +151,7 @@ def decode(ids: torch.Tensor, vocab: dict[str, int]) -> list[list[str]]:
     ):
         got = (tuple(ids.shape), ids.dtype) if isinstance(ids, torch.Tensor) else type(ids).__name__
         raise ValueError(f"ids must be a 2-D integer tensor (B, T), got {got}")
-    _check_vocab(vocab)
+    check_vocab(vocab)
     tokens = {i: t for t, i in vocab.items()}
     missing = sorted({int(i) for i in ids.flatten()} - set(tokens))
     if missing:
@@ -211,8 +184,8 @@ def format_matrix(
     Returns:
         The table as one string of Q (+1 with ``col_labels``) lines.
     """
-    is_bool = isinstance(matrix, torch.Tensor) and matrix.dtype == torch.bool
-    data = _as_array(matrix)
+    is_bool = getattr(matrix, "dtype", None) in (torch.bool, np.dtype(bool))  # tensor or array
+    data = as_real_array(matrix)
     if data.ndim != 2:
         raise ValueError(f"matrix must be 2-D (Q, K), got shape {tuple(data.shape)}")
     num_rows, num_cols = data.shape

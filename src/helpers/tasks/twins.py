@@ -21,7 +21,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from helpers.checks import check_bool, check_int, check_real, check_tensor, describe, require
+from helpers.checks import (
+    check_bool,
+    check_instance,
+    check_int,
+    check_real,
+    check_tensor,
+    require,
+)
 from helpers.multihead import MultiHeadAttention
 
 __all__ = [
@@ -184,18 +191,11 @@ class TwinsModel(nn.Module):
         return dict(zip(TARGETS, logits)), weights
 
 
-def _check_model_and_data(model, data) -> None:
-    require(isinstance(model, TwinsModel), f"model must be a TwinsModel, got {describe(model)}")
-    require(
-        isinstance(data, TwinsData),
-        f"data must be a TwinsData (from twins_task), got {describe(data)}",
-    )
-
-
 def _loss(model: TwinsModel, data: TwinsData) -> torch.Tensor:
-    logits, _ = model(data.symbols, data.colours)
+    device = next(model.parameters()).device  # the data go where the model is
+    logits, _ = model(data.symbols.to(device), data.colours.to(device))
     return sum(
-        F.cross_entropy(logits[name].flatten(0, 1), target.flatten())
+        F.cross_entropy(logits[name].flatten(0, 1), target.to(device).flatten())
         for name, target in data.targets().items()
     )
 
@@ -209,7 +209,8 @@ def train_twins(
     N · T positions. Nothing here is random, so the result depends only on the initial
     weights (seed before building the model).
     """
-    _check_model_and_data(model, data)
+    check_instance(model, TwinsModel, "model")
+    check_instance(data, TwinsData, "data")
     steps = check_int(steps, "steps", 0)
     lr = check_real(lr, "lr", minimum=0, exclusive_minimum=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -228,15 +229,17 @@ def train_twins(
 def twins_accuracy(model: TwinsModel, data: TwinsData) -> dict[str, float]:
     """The fraction of the N · T positions whose argmax prediction is right, by target.
     The model is run in eval mode, without gradients, and left in the mode it was in."""
-    _check_model_and_data(model, data)
+    check_instance(model, TwinsModel, "model")
+    check_instance(data, TwinsData, "data")
     was_training = model.training
     try:
         with torch.no_grad():
-            logits, _ = model.eval()(data.symbols, data.colours)
+            device = next(model.parameters()).device
+            logits, _ = model.eval()(data.symbols.to(device), data.colours.to(device))
     finally:
         model.train(was_training)
     return {
-        name: (logits[name].argmax(dim=-1) == target).float().mean().item()
+        name: (logits[name].argmax(dim=-1).cpu() == target.cpu()).float().mean().item()
         for name, target in data.targets().items()
     }
 
