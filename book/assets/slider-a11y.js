@@ -4,7 +4,10 @@
  * box, a screen reader meets a handle with no name that announces the option's index ("2"),
  * not the value the figure shows ("0.3"), and a readout that takes typing but moves nothing.
  * For every slider on the page this script
- *   - names the handle after the slider's label (aria-label),
+ *   - names the handle after its figure and the slider's label (aria-label), e.g.
+ *     "encoder self-attention: layer": the figure's name is the view tag's data-figure-name,
+ *     written by book/_ext/theme_fixes.py, unique on the page, so that two sliders labelled
+ *     "layer" on one page are told apart,
  *   - makes it announce the readout's text (aria-valuetext), kept current as it moves,
  *   - makes the readout plain text (not editable, hidden from assistive technology, since the
  *     handle now announces the same value),
@@ -14,11 +17,24 @@
 (function () {
   "use strict";
 
+  // The name of the live figure a slider belongs to: the widget manager renders each view
+  // into a .widget-subarea just before the view's <script> tag, which carries the name.
+  function figureName(box) {
+    var area = box.closest(".widget-subarea");
+    var tag = area ? area.nextElementSibling : null;
+    while (tag && !(tag.tagName === "SCRIPT" && tag.hasAttribute("data-figure-name"))) {
+      tag = tag.tagName === "SCRIPT" ? null : tag.nextElementSibling;
+    }
+    return tag ? tag.getAttribute("data-figure-name") : "";
+  }
+
   function fixSlider(box) {
     var label = box.querySelector(".widget-label");
-    var name = label ? label.textContent.trim() : "";
+    var labelText = label ? label.textContent.trim() : "";
+    var figure = figureName(box);
+    var name = figure && labelText ? figure + ": " + labelText : labelText || figure;
     if (label && (label.getAttribute("title") || "null") === "null") {
-      if (name) label.setAttribute("title", name); else label.removeAttribute("title");
+      if (labelText) label.setAttribute("title", labelText); else label.removeAttribute("title");
     }
     var readout = box.querySelector(".widget-readout");
     if (readout) {

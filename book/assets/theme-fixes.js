@@ -6,9 +6,11 @@
  *    buttons a reader sees did nothing: on a phone the table of contents could not be opened
  *    at all. Each visible button now clicks the bound one (which opens the drawer on a
  *    phone, folds the sidebar on a desktop).
- * 2. Wide equations. A display equation wider than the column scrolls in its own box
- *    (book.css); a box that scrolls must be reachable by keyboard, so those that overflow
- *    at the current width take a tab stop (axe: scrollable-region-focusable).
+ * 2. Wide equations. A display equation, or an inline formula (span.math), wider than the
+ *    column scrolls in its own box (book.css); a box that scrolls must be reachable by
+ *    keyboard, so those that overflow at the current width take a tab stop (axe:
+ *    scrollable-region-focusable), and an inline one the class math-scrolls, whose edge
+ *    shadows show that it goes on.
  */
 (function () {
   "use strict";
@@ -27,12 +29,22 @@
   }
 
   function markScrollingEquations() {
-    document.querySelectorAll('mjx-container[display="true"]').forEach(function (box) {
-      if (box.scrollWidth > box.clientWidth + 1) {
+    var boxes = document.querySelectorAll('mjx-container[display="true"], span.math');
+    boxes.forEach(function (box) {
+      var inline = box.tagName === "SPAN";
+      // an inline formula by its own width (the glyphs' ink may pass it by a pixel, which
+      // the box hides, as the theme did), a display one by what its box holds
+      var formula = inline ? box.querySelector("mjx-container") : null;
+      var wide = inline
+        ? !!formula && formula.getBoundingClientRect().width > box.clientWidth + 1
+        : box.scrollWidth > box.clientWidth + 1;
+      if (wide) {
         box.setAttribute("tabindex", "0");
         if (!box.hasAttribute("role")) box.setAttribute("role", "group");
-      } else if (box.getAttribute("tabindex") === "0") {
-        box.removeAttribute("tabindex");
+        if (inline) box.classList.add("math-scrolls");
+      } else {
+        if (box.getAttribute("tabindex") === "0") box.removeAttribute("tabindex");
+        if (inline) box.classList.remove("math-scrolls");
       }
     });
   }
@@ -41,6 +53,10 @@
     var mj = window.MathJax;
     if (!mj || !mj.startup || !mj.startup.promise) return; // a page without maths
     mj.startup.promise.then(markScrollingEquations);
+    // again once the page's fonts and images are in: the column's width may have changed
+    window.addEventListener("load", function () {
+      mj.startup.promise.then(markScrollingEquations);
+    });
     var timer = null;
     window.addEventListener("resize", function () {
       clearTimeout(timer);
