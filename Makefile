@@ -71,7 +71,8 @@ node_modules/.package-lock.json: package.json package-lock.json | check-tools
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-book/vendor/.stamp: node_modules/.package-lock.json book/tools/vendor.py $(VENV)/.installed
+book/vendor/.stamp: node_modules/.package-lock.json book/tools/vendor.py $(VENV)/.installed \
+		$(wildcard book/tools/widgets/*)
 	$(PY) book/tools/vendor.py
 	@touch $@
 
