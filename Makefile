@@ -115,7 +115,7 @@ test-site: book lint-envs
 	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup -p no:cacheprovider $(PYTEST_ARGS) $(SITE_TESTS)
 CLIENT_TESTS := tests/test_clients.py tests/test_client_frontends.py tests/test_bootstrap_cell.py
 test-clients: $(VENV)/.installed client-envs
-	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -p no:cacheprovider $(PYTEST_ARGS) $(CLIENT_TESTS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup -p no:cacheprovider $(PYTEST_ARGS) $(CLIENT_TESTS)
 
 # The unit and property tests of the helpers alone: no book build, no browser, no Node.js.
 # Selected by the marker `unit`, which tests/conftest.py gives every test not marked

@@ -46,17 +46,23 @@ def pytest_collection_modifyitems(items):
 
 # pytest-xdist: `make test` runs `--dist loadgroup` with the scheduler below. Tests spread
 # over the workers one by one, except what must stay on one worker, in order: a notebook's
-# cells (nbval runs them in one kernel) and the files of SERIAL_FILES (the client tests
-# share one Colab-like venv and its state). (pytest-xdist's own `xdist_group` marks do not
-# reach its scheduler under pytest 9, which no longer reads a node id from `_nodeid`.)
-SERIAL_FILES = {"test_clients.py", "test_client_frontends.py", "test_bootstrap_cell.py"}
+# cells (nbval runs them in one kernel), the tests that use the Colab-like venv
+# (tests/test_clients.py and Notebook 6.5's test: each holds the venv alone, so on two workers
+# one would sit idle waiting for the other's lock) and tests/test_bootstrap_cell.py (its venvs).
+# (pytest-xdist's own `xdist_group` marks do not reach its scheduler under pytest 9, which no
+# longer reads a node id from `_nodeid`.)
+COLAB_VENV_TESTS = ("tests/test_clients.py::", "tests/test_client_frontends.py::test_notebook6")
+SERIAL_FILES = {"test_bootstrap_cell.py"}
 # The longest groups go first, so that the run does not end waiting on one of them.
 FIRST = ("tests/test_clients.py", "tests/test_client_frontends.py", "chapters/", "book/")
 
 
 def _scope(nodeid: str) -> str:
-    """The unit of work a test belongs to: its notebook or serial file, else itself."""
+    """The unit of work a test belongs to: its notebook, the Colab-like venv or a serial
+    file, else itself."""
     path = nodeid.split("::", 1)[0]
+    if nodeid.startswith(COLAB_VENV_TESTS):
+        return "colab-venv"
     if path.endswith(".ipynb") or path.rsplit("/", 1)[-1] in SERIAL_FILES:
         return path
     return nodeid

@@ -27,9 +27,11 @@ dark mode reads dark on white; and each page's throttled first view once: at mos
 compressed and a first slider that becomes usable (how soon is a budget that `make bench`
 measures, never a test).
 
-Full-page screenshots go to ``_build/screenshots/``: desktop light at the root
-(``<page>.png``), the other looks in ``desktop-dark/``, ``phone-light/``, ``phone-dark/``,
-the sub-path in ``sub-path/``, the sidebar in ``sidebar/``.
+Screenshots go to ``_build/screenshots/``: desktop light at the root (``<page>.png``), the
+other looks in ``desktop-dark/``, ``phone-light/``, ``phone-dark/``, the sub-path in
+``sub-path/``, the sidebar in ``sidebar/``. They show the first screen of a page; with
+``FULL_SCREENSHOTS=1`` the whole page, which costs seconds a
+shot on a long chapter. A page whose checks fail is always shot whole, in ``failed/``.
 
 Uses Debian's /usr/bin/chromium through Python playwright (never ``playwright install``).
 Under CI (``CI=true``) a missing browser or site is a failure, not a skip. Tests are
@@ -63,6 +65,7 @@ FLAGS = [
     "--disable-quic",
 ]
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+FULL_PAGE = os.environ.get("FULL_SCREENSHOTS", "").lower() in {"1", "true", "yes"}
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 ICONS = SITE / "_static" / "icons"
 # Looks a page is opened with: (viewport, colour scheme).
@@ -272,11 +275,11 @@ def test_page_in_each_look(browser, root_server, page_path, look):
     problems: list[str] = []
     try:
         if look == "desktop-light":
-            page.screenshot(path=str(_shot("", page_path)), full_page=True)
+            page.screenshot(path=str(_shot("", page_path)), full_page=FULL_PAGE)
         elif look == "phone-light":  # one pixel per CSS pixel
-            page.screenshot(path=str(_shot(look, page_path)), full_page=True, scale="css")
+            page.screenshot(path=str(_shot(look, page_path)), full_page=FULL_PAGE, scale="css")
         else:
-            page.screenshot(path=str(_shot(look, page_path)), full_page=True)
+            page.screenshot(path=str(_shot(look, page_path)), full_page=FULL_PAGE)
 
         if opened.external:
             problems.append(f"requests left 127.0.0.1: {opened.external}")
@@ -313,6 +316,8 @@ def test_page_in_each_look(browser, root_server, page_path, look):
         # Last, as it opens the drawer on a phone: the sidebar shows the book's title.
         if page_path.startswith("chapters/") and look in ("desktop-light", "phone-light"):
             problems += _sidebar_checks(page, page_path, look)
+        if problems:
+            page.screenshot(path=str(_shot(f"failed/{look}", page_path)), full_page=True)
     finally:
         page.close()
     assert not problems, f"{page_path} ({look}):\n  " + "\n  ".join(problems)
@@ -461,7 +466,7 @@ def test_page_under_a_sub_path(browser, sub_path_server, page_path):
     opened = _open(browser, f"{sub_path_server}/{page_path}")
     page, problems = opened.page, []
     try:
-        page.screenshot(path=str(_shot("sub-path", page_path)), full_page=True)
+        page.screenshot(path=str(_shot("sub-path", page_path)), full_page=FULL_PAGE)
         if opened.external:
             problems.append(f"requests left 127.0.0.1: {opened.external}")
         errors = opened.errors
@@ -472,6 +477,8 @@ def test_page_under_a_sub_path(browser, sub_path_server, page_path):
         if "$$" in page.locator("article, main, body").first.inner_text():
             problems.append("raw $$ left in the page: maths was not typeset")
         problems += _slider_checks(page, page_path)
+        if problems:
+            page.screenshot(path=str(_shot("failed/sub-path", page_path)), full_page=True)
     finally:
         page.close()
     assert not problems, f"{page_path} (sub-path):\n  " + "\n  ".join(problems)
