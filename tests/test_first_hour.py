@@ -598,3 +598,25 @@ def test_readme_first_screen_reads_runs_and_contributes():
     assert "make book" in first and "make test" in first and "CONTRIBUTING.md" in first
     assert "d2l" in first.lower() and "Annotated Transformer" in first
     assert first.index("make book") < text.index("| where |"), "the long tables come later"
+
+
+def test_build_refuses_a_widget_bundle_older_than_its_sources(tmp_path):
+    """book/_ext/theme_fixes.py compares the bundle with book/tools/widgets (it once looked in
+    a folder that does not exist, so a stale bundle went unnoticed)."""
+    import types
+
+    import theme_fixes
+    from sphinx.errors import ExtensionError
+
+    bundle = tmp_path / "book" / "vendor" / "widgets" / "embed.js"
+    source = tmp_path / "book" / "tools" / "widgets" / "embed.js"
+    for f in (bundle, source):
+        f.parent.mkdir(parents=True)
+        f.write_text("//")
+    app = types.SimpleNamespace(confdir=str(tmp_path))
+    os.utime(source, (1_000_000, 1_000_000))
+    os.utime(bundle, (2_000_000, 2_000_000))
+    theme_fixes._check_widget_bundle(app)  # newer bundle: fine
+    os.utime(source, (3_000_000, 3_000_000))
+    with pytest.raises(ExtensionError, match="older than book/tools/widgets"):
+        theme_fixes._check_widget_bundle(app)

@@ -63,7 +63,6 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-HERE = Path(__file__).resolve().parent
 # (theme font file, subset written to _static/icons/)
 FONTS = [
     ("fa-solid-900.ttf", "fa-solid-900.woff"),
@@ -171,7 +170,7 @@ def _fix_body(app: Sphinx, pagename: str, templatename: str, context: dict, doct
 
 def _check_widget_bundle(app: Sphinx) -> None:
     bundle = Path(app.confdir) / "book" / "vendor" / "widgets" / "embed.js"
-    sources = list((HERE / "widgets").glob("*"))
+    sources = list((Path(app.confdir) / "book" / "tools" / "widgets").glob("*"))
     if bundle.is_file() and any(s.stat().st_mtime > bundle.stat().st_mtime for s in sources):
         raise ExtensionError(
             "the widget manager bundle is older than book/tools/widgets: "
