@@ -756,7 +756,8 @@ PRINT_FROM = {
 def test_a_printed_chapter_reads_dark_on_white(browser, root_server, mode):
     """The ".pdf" button prints the page (window.print()): from light or dark mode, the
     printed text is dark on the white paper (at least 4.5:1), code wraps at the margin
-    instead of being cut, and Chromium makes a PDF of it."""
+    instead of being cut, each live figure prints as a strip of three of its frames (the
+    slider itself hidden), and Chromium makes a PDF of it."""
     look, init = PRINT_FROM[mode]
     page_path = "chapters/05_self_attention.html"
     opened = _open(browser, f"{root_server}/{page_path}", look, init_script=init)
@@ -770,6 +771,11 @@ def test_a_printed_chapter_reads_dark_on_white(browser, root_server, mode):
         faint = [t for t in text["worst"] if t["ratio"] < 4.5]
         assert not faint, f"printed from {mode} mode, text fainter than 4.5:1 on white: {faint}"
         assert text["codeCut"] == [], f"code cut at the margin in print: {text['codeCut']}"
+        strips = page.evaluate(PRINT_STRIPS_JS)
+        assert strips["figures"] >= 1, f"no live figure on {page_path}: {strips}"
+        assert strips["strips"] == strips["figures"], f"a live figure prints no strip: {strips}"
+        assert strips["bad"] == [], f"printed strips that are not three decoded frames: {strips}"
+        assert strips["slidersShown"] == 0, f"sliders printed: {strips}"
         pdf = page.pdf(format="A4")
         assert pdf.startswith(b"%PDF") and len(pdf) > 50_000, f"{len(pdf)} bytes: not a PDF"
         (SHOTS / "print").mkdir(parents=True, exist_ok=True)
@@ -808,6 +814,28 @@ PRINTED_TEXT_JS = """() => {
     .filter(p => p.getClientRects().length && p.scrollWidth > p.clientWidth + 1)
     .map(p => p.textContent.slice(0, 40));
   return {checked: found.length, worst: found.slice(0, 10), codeCut};
+}"""
+
+
+# In print media: the page's live figures, their printed strips (three decoded frames with a
+# caption each) and the sliders still shown.
+PRINT_STRIPS_JS = """() => {
+  const views = [...document.querySelectorAll(
+    'script[type="application/vnd.jupyter.widget-view+json"]')];
+  const figures = views.filter(v => {
+    const area = v.previousElementSibling;
+    return area && area.querySelector('.widget-slider');
+  }).length;
+  const strips = [...document.querySelectorAll('.print-strip')];
+  const bad = strips.filter(s => {
+    const imgs = [...s.querySelectorAll('img')];
+    return imgs.length !== 3 || !s.getClientRects().length
+      || imgs.some(i => !i.complete || i.naturalWidth === 0)
+      || [...s.querySelectorAll('figcaption')].some(c => !c.textContent.trim());
+  }).map(s => s.outerHTML.replace(/data:[^"]+/g, 'data:...').slice(0, 200));
+  const slidersShown = [...document.querySelectorAll('.widget-slider')]
+    .filter(s => s.getClientRects().length).length;
+  return {figures, strips: strips.length, bad, slidersShown};
 }"""
 
 
