@@ -219,6 +219,8 @@ assert (outputs_hot - 17.8).abs().max() < 0.5 and abs(values.mean() - 17.83) < 0
 #
 # - [9. Attention at scale](../chapters/09_attention_at_scale.ipynb)
 # - [10. Attention as memory: Hopfield networks](../chapters/10_hopfield_networks.ipynb)
+# - [11. Memory networks: reading an external memory](../chapters/11_memory_networks.ipynb)
+# - [12. A decoder-only language model](../chapters/12_decoder_only.ipynb)
 #
 # <!-- /tableofcontents -->
 #

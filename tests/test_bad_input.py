@@ -45,14 +45,17 @@ from helpers import (
     attention,
     checks,
     efficient,
+    gpt,
     hopfield,
     kernels,
     kvcache,
     masks,
     measure,
+    memory,
     mlp,
     multihead,
     positional,
+    relative,
     scoring,
     seeding,
     selfattention,
@@ -646,6 +649,29 @@ entry(
     out=lambda s: (s.Q, s.K),
 )
 entry(
+    "masks.sliding_window_mask",
+    masks.sliding_window_mask,
+    lambda s: dict(num_queries=s.T, window=1, global_tokens=[0], causal=False),
+    bad={
+        "num_queries": ints(),
+        "window": ints(),
+        "global_tokens": [
+            None,
+            "abc",
+            [0.5],
+            [-1],
+            [99],
+            torch.tensor([[0]]),
+            torch.tensor([True]),
+            torch.tensor([0.0]),
+        ],
+        "causal": FLAGS,
+        "device": ["nowhere", 3.5],
+    },
+    nums={"num_queries": Num(True, minimum=0), "window": Num(True, minimum=0)},
+    out=lambda s: (s.T, s.T),
+)
+entry(
     "masks.grid_mask",
     masks.grid_mask,
     lambda s: dict(height=2, width=3, radius=1),
@@ -986,8 +1012,14 @@ _MHA_TARGET = lambda kw: (
 entry(
     "multihead.MultiHeadAttention",
     multihead.MultiHeadAttention,
-    lambda s: dict(d_model=DM, num_heads=NH, bias=True, dropout=0.0),
-    bad={"d_model": ints(1) + [5], "num_heads": ints(1) + [3], "bias": FLAGS, "dropout": PROBS},
+    lambda s: dict(d_model=DM, num_heads=NH, bias=True, dropout=0.0, num_kv_heads=1),
+    bad={
+        "d_model": ints(1) + [5],
+        "num_heads": ints(1) + [3],
+        "bias": FLAGS,
+        "dropout": PROBS,
+        "num_kv_heads": ints(1, optional=True) + [3, 4],  # must divide num_heads = 2
+    },
     nums={
         "d_model": Num(True, minimum=1),
         "num_heads": Num(True, minimum=1),
@@ -1055,7 +1087,13 @@ entry(
         ]
     },
 )
-entry("multihead.MultiHeadAttention.to_torch", method("to_torch"), lambda s: dict(module=mha()))
+entry(
+    "multihead.MultiHeadAttention.to_torch",
+    method("to_torch"),
+    lambda s: dict(module=mha()),
+    bad={"module": [multihead.MultiHeadAttention(DM, NH, num_kv_heads=1)]},  # no torch twin
+    names={"module": "num_kv_heads"},
+)
 
 # --- helpers.selfattention
 entry(
@@ -1209,6 +1247,118 @@ entry(
     gen={"x": Gen("float", tuple(range(2, 6)))},
     zero="BT",
     out=lambda s: (s.B, s.T, DM),
+)
+
+# --- helpers.relative
+entry(
+    "relative.relative_index",
+    relative.relative_index,
+    lambda s: dict(num_queries=s.Q, max_distance=2, num_keys=s.K),
+    bad={
+        "num_queries": ints(),
+        "max_distance": ints(1),
+        "num_keys": ints(optional=True),
+        "device": ["nowhere", 3.5],
+    },
+    nums={
+        "num_queries": Num(True, minimum=0),
+        "max_distance": Num(True, minimum=1),
+        "num_keys": Num(True, minimum=0),
+    },
+    zero="QK",
+    out=lambda s: (s.Q, s.K),
+)
+_SHAW_BAD_TABLE = [
+    Bad(lambda kw: r(4, kw["q"].shape[-1]), "even-rows"),
+    Bad(lambda kw: r(1, kw["q"].shape[-1]), "one-row"),
+    Bad(lambda kw: r(5, 7), "wrong-width"),
+]
+entry(
+    "relative.shaw_scores",
+    relative.shaw_scores,
+    lambda s: dict(q=r(s.B, s.Q, s.D), k=r(s.B, s.K, s.D), rel_keys=r(5, s.D)),
+    bad={
+        "q": tensor_bad("q") + [Bad(lambda kw: r(3), "1-D")],
+        "k": tensor_bad("k") + [grow("k", -1, ("q",)), cast("k", torch.float64)],
+        "rel_keys": tensor_bad("rel_keys") + _SHAW_BAD_TABLE + [cast("rel_keys", torch.float64)],
+    },
+    zero="BQK",
+    out=lambda s: (s.B, s.Q, s.K),
+)
+entry(
+    "relative.shaw_attention",
+    relative.shaw_attention,
+    lambda s: dict(
+        q=r(s.B, s.Q, s.D),
+        k=r(s.B, s.K, s.D),
+        v=r(s.B, s.K, s.V),
+        rel_keys=r(5, s.D),
+        rel_values=r(5, s.V),
+    ),
+    bad={
+        "q": tensor_bad("q"),
+        "k": tensor_bad("k") + [grow("k", -1, ("q",))],
+        "v": tensor_bad("v") + [grow("v", -2, ("k",)), cast("v", torch.float64)],
+        "rel_keys": tensor_bad("rel_keys") + _SHAW_BAD_TABLE,
+        "rel_values": tensor_bad("rel_values")
+        + [
+            Bad(lambda kw: r(3, kw["v"].shape[-1]), "other-k"),
+            Bad(lambda kw: r(5, 9), "wrong-width"),
+        ],
+    },
+    zero="BQ",
+    out=lambda s: ((s.B, s.Q, s.V), (s.B, s.Q, s.K)),
+)
+entry(
+    "relative.relative_position_bucket",
+    relative.relative_position_bucket,
+    lambda s: dict(
+        relative_position=torch.arange(s.K)[None] - torch.arange(s.Q)[:, None],
+        bidirectional=True,
+        num_buckets=8,
+        max_distance=16,
+    ),
+    bad={
+        "relative_position": [
+            None,
+            "abc",
+            [[1], [1, 2]],
+            cast("relative_position", torch.float32),
+            cast("relative_position", torch.bool),
+            cast("relative_position", torch.complex64),
+        ],
+        "bidirectional": FLAGS,
+        "num_buckets": ints(4) + [3],
+        "max_distance": ints(3) + [2],
+    },
+    nums={"num_buckets": Num(True, minimum=4), "max_distance": Num(True, minimum=3)},
+    zero="QK",
+    out=lambda s: (s.Q, s.K),
+)
+entry(
+    "relative.alibi_slopes",
+    relative.alibi_slopes,
+    lambda s: dict(num_heads=s.H),
+    bad={"num_heads": ints(1)},
+    nums={"num_heads": Num(True, minimum=1)},
+    out=lambda s: (s.H,),
+)
+entry(
+    "relative.alibi_bias",
+    relative.alibi_bias,
+    lambda s: dict(num_heads=s.H, num_queries=s.Q, num_keys=s.K),
+    bad={
+        "num_heads": ints(1),
+        "num_queries": ints(),
+        "num_keys": ints(optional=True) + [Bad(lambda kw: kw["num_queries"] - 1, "fewer-than-Q")],
+        "device": ["nowhere", 3.5],
+    },
+    nums={
+        "num_heads": Num(True, minimum=1),
+        "num_queries": Num(True, minimum=0),
+    },
+    zero="Q",
+    out=lambda s: (s.H, s.Q, s.K),
 )
 
 # --- helpers.kernels (numbers, arrays and lists are accepted: they are converted)
@@ -1366,6 +1516,7 @@ _BLOCK_CTOR = dict(
     dropout=PROBS,
     norm_first=FLAGS,
     activation=["ReLU", "tanh", None],
+    norm=["RMS", "batch", None, 3],
 )
 _BLOCK_NUMS = {
     "d_model": Num(True, minimum=1),
@@ -1415,6 +1566,22 @@ entry(
     out=lambda s: (s.B, s.T, DM),
 )
 entry(
+    "transformer.RMSNorm",
+    transformer.RMSNorm,
+    lambda s: dict(d_model=DM, eps=1e-5),
+    bad={"d_model": ints(1), "eps": reals(extra=[-1e-5])},
+    nums={"d_model": Num(True, minimum=1), "eps": Num(False, low=0.0)},
+)
+entry(
+    "transformer.RMSNorm.forward",
+    method("forward"),
+    lambda s: dict(module=transformer.RMSNorm(DM), x=r(s.B, s.T, DM)),
+    bad={"x": _FEAT_BAD("x")},
+    gen={"x": Gen("float", tuple(range(1, 6)))},
+    zero="BT",
+    out=lambda s: (s.B, s.T, DM),
+)
+entry(
     "transformer.batch_norm_tokens",
     transformer.batch_norm_tokens,
     lambda s: dict(x=r(s.B, s.T, s.D), valid=rmask(s.B, s.T), eps=1e-5),
@@ -1434,8 +1601,13 @@ entry(
 entry(
     "transformer.AddNorm",
     transformer.AddNorm,
-    lambda s: dict(d_model=DM, dropout=0.0, eps=1e-5),
-    bad={"d_model": ints(1), "dropout": PROBS, "eps": reals(extra=[-1.0])},
+    lambda s: dict(d_model=DM, dropout=0.0, eps=1e-5, norm="layer"),
+    bad={
+        "d_model": ints(1),
+        "dropout": PROBS,
+        "eps": reals(extra=[-1.0]),
+        "norm": ["RMS", "batch", None, 3],
+    },
     nums={
         "d_model": Num(True, minimum=1),
         "eps": Num(False, low=0.0),
@@ -1688,6 +1860,89 @@ entry(
         "pad": Num(True, minimum=0),
     },
     zero="BS",
+)
+
+
+# --- helpers.gpt
+def _gpt() -> gpt.GPT:
+    return gpt.GPT(VOCAB, DM, NH, 8, 1, MAX_LEN)
+
+
+entry(
+    "gpt.GPT",
+    gpt.GPT,
+    lambda s: dict(
+        vocab_size=VOCAB,
+        d_model=DM,
+        num_heads=NH,
+        ffn_hidden=8,
+        num_layers=1,
+        max_len=MAX_LEN,
+        dropout=0.0,
+        norm="layer",
+        tie_weights=True,
+    ),
+    bad={
+        "vocab_size": ints(1),
+        "d_model": ints(1),
+        "num_heads": ints(1) + [3],
+        "ffn_hidden": ints(1),
+        "num_layers": ints(1),
+        "max_len": ints(1),
+        "dropout": PROBS,
+        "norm": ["RMS", "batch", None, 3],
+        "tie_weights": FLAGS,
+    },
+    nums={
+        k: Num(True, minimum=1)
+        for k in ("vocab_size", "d_model", "num_heads", "ffn_hidden", "num_layers", "max_len")
+    },
+)
+entry(
+    "gpt.GPT.forward",
+    method("forward"),
+    lambda s: dict(module=_gpt(), idx=_tokens(s.B, s.T)),
+    bad={"idx": _TOKENS_BAD("idx")},
+    gen={"idx": Gen("long", (2,))},
+    zero="BT",
+    out=lambda s: ((s.B, s.T, VOCAB), None),
+)
+entry(
+    "gpt.GPT.generate",
+    method("generate"),
+    lambda s: dict(
+        module=_gpt(),
+        idx=_tokens(s.B, 2),
+        max_new_tokens=2,
+        temperature=0.8,
+        top_k=3,
+        generator=torch.Generator().manual_seed(0),
+    ),
+    bad={
+        "idx": _TOKENS_BAD("idx")[:-1] + [Bad(lambda kw: kw["idx"][:, :0], "T=0")],
+        "max_new_tokens": ints(),
+        "temperature": reals(extra=[0.0, -1.0]),
+        "top_k": ints(1, optional=True) + [VOCAB + 1],
+        "generator": ["abc", 3, Bad(lambda kw: np.random.default_rng(0), "numpy-rng")],
+    },
+    nums={
+        "max_new_tokens": Num(True, minimum=0),
+        "temperature": Num(False, low=0.0, low_open=True),
+    },
+)
+entry(
+    "gpt.next_token_probs",
+    gpt.next_token_probs,
+    lambda s: dict(logits=r(s.B, VOCAB), temperature=0.8, top_k=3),
+    bad={
+        "logits": tensor_bad("logits") + [Bad(lambda kw: kw["logits"][0, 0], "0-d")],
+        "temperature": reals(extra=[0.0, -1.0]),
+        "top_k": ints(1, optional=True) + [VOCAB + 1],
+    },
+    gen={"logits": Gen("float", tuple(range(1, 65)))},
+    nums={"temperature": Num(False, low=0.0, low_open=True)},
+    zero="B",
+    out=lambda s: (s.B, VOCAB),
 )
 
 # --- helpers.efficient
@@ -1991,6 +2246,55 @@ entry(
     out=lambda s: (s.B, s.N),
 )
 
+# --- helpers.memory
+_MEMORY_VOCAB = 7
+
+
+def _memory_tokens(*shape) -> torch.Tensor:
+    return torch.randint(0, _MEMORY_VOCAB, shape)
+
+
+def _memory_tokens_bad(arg: str) -> list:
+    return NOT_TENSOR + [
+        as_list(arg),
+        as_array(arg),
+        *(cast(arg, d) for d in INT_BAD + (torch.int8,)),
+        flat(arg),
+        add_axis(arg),
+        Bad(lambda kw: kw[arg] + _MEMORY_VOCAB, "id>=V"),
+        Bad(lambda kw: kw[arg] - _MEMORY_VOCAB, "id<0"),
+    ]
+
+
+entry(
+    "memory.MemoryNetwork",
+    memory.MemoryNetwork,
+    lambda s: dict(vocab=_MEMORY_VOCAB, d=DM, hops=2, init_std=0.5),
+    bad={"vocab": ints(2), "d": ints(1), "hops": ints(1), "init_std": reals(extra=[-0.1])},
+    nums={
+        "vocab": Num(True, minimum=2),
+        "d": Num(True, minimum=1),
+        "hops": Num(True, minimum=1),
+        "init_std": Num(False, low=0.0),
+    },
+)
+entry(
+    "memory.MemoryNetwork.forward",
+    method("forward"),
+    lambda s: dict(
+        module=memory.MemoryNetwork(_MEMORY_VOCAB, DM, 2),
+        story=_memory_tokens(s.B, s.K, s.T),
+        question=_memory_tokens(s.B, s.T),
+    ),
+    bad={
+        "story": _memory_tokens_bad("story"),
+        "question": _memory_tokens_bad("question") + [grow("question", 0, also=("story",))],
+    },
+    gen={"story": Gen("long", (3,)), "question": Gen("long", (2,))},
+    zero="BKT",
+    out=lambda s: ((s.B, _MEMORY_VOCAB), (s.B, 2, s.K)),
+)
+
 # --- helpers.measure (the bad inputs are refused before anything is timed or profiled)
 _LENGTHS_BAD = [None, 5, "abc", [0], [True], [1.5], torch.tensor([4]), {4: 4}]
 entry(
@@ -2174,13 +2478,16 @@ def test_the_library_is_what_the_readme_says():
             "multihead",
             "selfattention",
             "positional",
+            "relative",
             "kernels",
             "mlp",
             "transformer",
             "seq2seq",
+            "gpt",
             "efficient",
             "kvcache",
             "hopfield",
+            "memory",
             "measure",
         )
     )

@@ -151,3 +151,19 @@ def test_decoding_zero_tokens_gives_an_empty_output(mha):
     with torch.no_grad():
         assert decode_with_cache(mha, x).shape == (2, 0, 16)
         assert decode_without_cache(mha, x).shape == (2, 0, 16)
+
+
+@pytest.mark.parametrize("num_kv_heads", [2, 1])
+def test_grouped_query_cache_holds_only_the_key_value_heads(num_kv_heads):
+    torch.manual_seed(0)
+    module = MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads).eval()
+    x = torch.randn(2, 7, 16, generator=torch.Generator().manual_seed(1))  # (B, T, D)
+    cache, outs = KVCache(), []
+    with torch.no_grad():
+        for t in range(7):
+            outs.append(module(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)[0])
+        parallel, _ = module(x, x, x, causal_mask(7))
+    close(torch.cat(outs, dim=1), parallel)
+    assert cache.keys.shape == cache.values.shape == (2, num_kv_heads, 7, 4)
+    close(decode_with_cache(module, x), parallel)
+    close(decode_without_cache(module, x), parallel)

@@ -15,6 +15,7 @@ from helpers.masks import (
     from_key_padding_mask,
     grid_mask,
     reachable,
+    sliding_window_mask,
     to_additive_mask,
     to_key_padding_mask,
     valid_length_mask,
@@ -178,6 +179,63 @@ def test_band_mask_matches_a_loop(num_queries, num_keys, window):
     for i in range(num_queries):
         for j in range(num_keys):
             assert bool(mask[i, j]) == (abs(i - j) <= window)
+
+
+# ---------------------------------------------------------------- sliding_window_mask
+def test_sliding_window_mask_small_example():
+    expected = torch.tensor(
+        [
+            [1, 1, 1, 1, 1, 1],  # global token 0 attends to every position
+            [1, 1, 1, 0, 0, 0],
+            [1, 1, 1, 1, 0, 0],
+            [1, 0, 1, 1, 1, 0],  # and every position attends to it
+            [1, 0, 0, 1, 1, 1],
+            [1, 0, 0, 0, 1, 1],
+        ]
+    ).bool()
+    assert torch.equal(sliding_window_mask(6, 1, global_tokens=[0]), expected)
+    assert torch.equal(sliding_window_mask(6, 1, global_tokens=[0], causal=True), expected.tril())
+    assert torch.equal(sliding_window_mask(5, 2), band_mask(5, 2))
+    assert torch.equal(sliding_window_mask(5, 2, causal=True), band_mask(5, 2) & causal_mask(5))
+    assert sliding_window_mask(0, 3).shape == (0, 0)
+
+
+@given(
+    st.integers(1, 12),
+    st.integers(0, 12),
+    st.lists(st.integers(0, 11), max_size=3),
+    st.booleans(),
+)
+def test_sliding_window_mask_matches_a_loop(length, window, global_tokens, causal):
+    global_tokens = [g for g in global_tokens if g < length]
+    mask = sliding_window_mask(
+        length, window, global_tokens=torch.tensor(global_tokens, dtype=torch.long), causal=causal
+    )
+    for i in range(length):
+        for j in range(length):
+            allowed = abs(i - j) <= window or i in global_tokens or j in global_tokens
+            assert bool(mask[i, j]) == (allowed and (j <= i or not causal))
+
+
+def test_sliding_window_mask_counts_and_reach():
+    length, window, num_global = 64, 4, 2
+    mask = sliding_window_mask(length, window, global_tokens=range(num_global))
+    band = length * (2 * window + 1) - window * (window + 1)
+    union = 2 * num_global * length - num_global**2  # the global rows and columns
+    assert int(mask.sum()) == band + union - num_global * (2 * window + 1)
+    far = 2 * window + 1  # two windows and one apart: out of reach of a window in two layers
+    assert not reachable([band_mask(length, window)] * 2)[40, 40 - far]
+    assert reachable([mask] * 2)[40, 40 - far] and not mask[40, 40 - far]
+    assert reachable([mask] * 2).all()  # through a global token, everything in two layers
+    causal = sliding_window_mask(length, window, global_tokens=[0], causal=True)
+    assert not reachable([causal] * 2)[40, 40 - far]  # token 0 sees only itself when causal
+
+
+def test_sliding_window_mask_is_used_by_attention_as_a_dense_mask():
+    q, k, v = torch.randn(3, 2, 10, 4, dtype=torch.float64).unbind(0)
+    mask = sliding_window_mask(10, 2, global_tokens=[0, 7], causal=True)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, mask)[0], expected)
 
 
 # ---------------------------------------------------------------- grid_mask

@@ -5,6 +5,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
+from torch.nn import functional as F
 
 from helpers.attention import scaled_dot_product_attention
 from helpers.masks import causal_mask, to_key_padding_mask, valid_length_mask
@@ -244,3 +245,87 @@ def test_fused_self_attention_projection_equals_the_three_projections(bias):
     separate = (module.w_q(x), module.w_k(x), module.w_v(x))
     for a, b in zip(fused, separate):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- grouped- and multi-query attention
+def gqa_reference(module, q, kv, mask=None):
+    """The same projections, then PyTorch's SDPA with enable_gqa=True (key-value heads shared)."""
+    heads = F.scaled_dot_product_attention(
+        module.split_heads(module.w_q(q)),  # (B, H, Q, D/H)
+        module.split_heads(module.w_k(kv)),  # (B, H_kv, K, D/H)
+        module.split_heads(module.w_v(kv)),
+        attn_mask=mask,
+        enable_gqa=True,
+    )
+    return module.w_o(module.merge_heads(heads))
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("self_attention", [True, False])
+def test_grouped_query_attention_matches_sdpa_enable_gqa(num_kv_heads, dtype, self_attention):
+    torch.manual_seed(0)
+    module = MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads).to(dtype).eval()
+    assert module.w_k.out_features == module.w_v.out_features == num_kv_heads * 4
+    q = randn(3, 5, 16, dtype=dtype, seed=1)
+    kv = q if self_attention else randn(3, 7, 16, dtype=dtype, seed=2)
+    tol = 1e-5 if dtype == torch.float32 else 1e-10
+    padding = torch.rand(3, 1, 5, kv.shape[1], generator=torch.Generator().manual_seed(4)) > 0.3
+    padding[..., 0] = True  # every query keeps a key: SDPA gives NaN for an empty row, ours 0
+    for mask in (None, causal_mask(5, kv.shape[1]), padding):
+        out, weights = module(q, kv, kv, mask)
+        assert weights.shape == (3, 4, 5, kv.shape[1])
+        torch.testing.assert_close(out, gqa_reference(module, q, kv, mask), atol=tol, rtol=tol)
+
+
+def test_query_heads_of_one_group_read_the_same_keys_and_values():
+    torch.manual_seed(0)
+    module = MultiHeadAttention(16, 4, num_kv_heads=2, bias=False).eval()
+    with torch.no_grad():  # make query heads 0 and 1 (group 0) identical: same weights
+        module.w_q.weight[4:8] = module.w_q.weight[0:4]
+        module.w_q.weight[12:16] = module.w_q.weight[8:12]  # and heads 2, 3 (group 1)
+    x = randn(2, 6, 16, seed=3)
+    _, weights = module(x, x, x)
+    torch.testing.assert_close(weights[:, 0], weights[:, 1], atol=0, rtol=0)
+    torch.testing.assert_close(weights[:, 2], weights[:, 3], atol=0, rtol=0)
+    assert not torch.allclose(weights[:, 0], weights[:, 2])
+
+
+def test_num_kv_heads_equal_to_num_heads_is_the_old_module():
+    torch.manual_seed(3)
+    default = MultiHeadAttention(16, 4)
+    torch.manual_seed(3)
+    explicit = MultiHeadAttention(16, 4, num_kv_heads=4)
+    for name, tensor in default.state_dict().items():
+        assert torch.equal(explicit.state_dict()[name], tensor)
+    x = randn(2, 5, 16)
+    assert_close(default(x, x, x, causal_mask(5)), explicit(x, x, x, causal_mask(5)), tol=0)
+    assert repr(default) == repr(explicit) and "num_kv_heads" not in repr(default)
+    reference, module = torch_pair()
+    assert_close(module(x, x, x), run_torch(reference, x, x, x))  # from_torch, unchanged
+
+
+def test_grouped_query_to_torch_is_refused_by_name():
+    module = MultiHeadAttention(16, 4, num_kv_heads=2)
+    assert "num_kv_heads=2" in repr(module)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        module.to_torch()
+
+
+@pytest.mark.parametrize("num_kv_heads", [3, 8, 0])
+def test_num_kv_heads_must_divide_num_heads(num_kv_heads):
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads)
+
+
+@pytest.mark.parametrize("num_kv_heads", [2, 1])
+def test_grouped_query_zero_sizes_and_gradients(num_kv_heads):
+    module = MultiHeadAttention(8, 4, num_kv_heads=num_kv_heads)
+    out, weights = module(randn(2, 0, 8), randn(2, 3, 8), randn(2, 3, 8))
+    assert out.shape == (2, 0, 8) and weights.shape == (2, 4, 0, 3)
+    out, weights = module(randn(2, 3, 8), randn(2, 0, 8), randn(2, 0, 8))
+    assert out.shape == (2, 3, 8) and weights.shape == (2, 4, 3, 0)
+    x = randn(2, 3, 8).requires_grad_()
+    out, _ = module(x, x, x, causal_mask(3))
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all() and module.w_k.weight.grad.shape == (num_kv_heads * 2, 8)

@@ -13,6 +13,7 @@ from helpers.transformer import (
     EncoderBlock,
     LayerNorm,
     PositionWiseFFN,
+    RMSNorm,
     batch_norm_tokens,
 )
 
@@ -70,6 +71,62 @@ def test_layer_norm_equals_torch(shape, d_model, eps, double, seed):
         ours.weight.copy_(theirs.weight)
         ours.bias.copy_(theirs.bias)
     torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+
+
+# --- RMSNorm ------------------------------------------------------------------------------
+
+
+@given(
+    shape=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    d_model=st.integers(1, 12),
+    eps=st.sampled_from([1e-5, 1e-6, 1e-3]),
+    double=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_rms_norm_equals_torch(shape, d_model, eps, double, seed):
+    generator = torch.Generator().manual_seed(seed)
+    dtype = torch.float64 if double else torch.float32
+    x = torch.randn(*shape, d_model, generator=generator, dtype=dtype) * 3 + 1
+    ours, theirs = RMSNorm(d_model, eps).to(dtype), nn.RMSNorm(d_model, eps=eps).to(dtype)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.randn(d_model, generator=generator))
+        ours.weight.copy_(theirs.weight)
+    torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-5)
+
+
+def test_rms_norm_of_a_centred_token_is_layer_norm_without_shift():
+    x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(0)) * 2 + 3
+    centred = x - x.mean(-1, keepdim=True)
+    torch.testing.assert_close(RMSNorm(D)(centred), LayerNorm(D)(x), atol=1e-5, rtol=1e-5)
+    assert RMSNorm(D).weight.shape == (D,) and not hasattr(RMSNorm(D), "bias")
+    assert sum(p.numel() for p in RMSNorm(D).parameters()) == D
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_blocks_take_rms_norm_and_keep_layer_norm_by_default(norm_first):
+    torch.manual_seed(0)
+    for block in (
+        EncoderBlock(D, H, F_HIDDEN, norm_first=norm_first),
+        DecoderBlock(D, H, F_HIDDEN, norm_first=norm_first),
+    ):
+        assert isinstance(block.norm1, LayerNorm) and isinstance(block.norm2, LayerNorm)
+    encoder = EncoderBlock(D, H, F_HIDDEN, norm_first=norm_first, norm="rms")
+    decoder = DecoderBlock(D, H, F_HIDDEN, norm_first=norm_first, norm="rms")
+    assert all(isinstance(n, RMSNorm) for n in (encoder.norm1, encoder.norm2, decoder.norm3))
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    out, _ = encoder(x, causal_mask(T))
+    assert out.shape == (B, T, D) and torch.isfinite(out).all()
+    out, _, _ = decoder(x, memory, causal_mask(T))
+    assert out.shape == (B, T, D) and torch.isfinite(out).all()
+    if not norm_first:  # post-norm: each output token has root mean square 1 (gain 1)
+        rms = out.pow(2).mean(-1).sqrt()
+        torch.testing.assert_close(rms, torch.ones_like(rms), atol=1e-4, rtol=1e-4)
+
+
+def test_add_norm_rms_equals_rms_norm_of_sum():
+    x, sub = torch.randn(B, T, D), torch.randn(B, T, D)
+    add_norm = AddNorm(D, norm="rms")
+    torch.testing.assert_close(add_norm(x, sub), RMSNorm(D)(x + sub))
 
 
 def test_from_torch_leaves_the_global_random_stream_alone():
@@ -240,6 +297,7 @@ def test_chapter_error_texts():
 
 def test_empty_axes():
     assert LayerNorm(D)(torch.zeros(0, T, D)).shape == (0, T, D)
+    assert RMSNorm(D)(torch.zeros(0, T, D)).shape == (0, T, D)
     assert batch_norm_tokens(torch.zeros(0, T, D)).shape == (0, T, D)
     assert batch_norm_tokens(torch.zeros(B, 0, D)).shape == (B, 0, D)
     torch.manual_seed(0)

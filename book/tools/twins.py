@@ -7,6 +7,7 @@ as plain text: Markdown as ``#`` comments, code as code, tags on each ``# %%`` l
 the twin's diff; ``tests/test_text_twins.py`` fails when a twin and its notebook differ.
 
     python book/tools/twins.py                    # write every twin from its notebook
+    python book/tools/twins.py chapters/NN_name.ipynb ...   # only these notebooks' twins
     python book/tools/twins.py --check            # exit 1 if a twin is out of date
     python book/tools/twins.py --to-notebook chapters/NN_name.py
         # after editing a twin: copy its cells into the notebook, keeping the outputs of
@@ -54,6 +55,9 @@ def to_notebook(twin: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if argv[:1] == ["--to-notebook"]:
         for name in argv[1:]:
             path = to_notebook(Path(name).resolve())
@@ -63,8 +67,18 @@ def main(argv: list[str]) -> int:
             )
         return 0
     check = "--check" in argv
+    named = [a for a in argv if a != "--check"]
+    unknown = [a for a in named if a.startswith("-") or not a.endswith(".ipynb")]
+    if unknown:
+        print(f"error: not a notebook or an option: {' '.join(unknown)}\n{__doc__}")
+        return 2
+    chosen = [Path(a).resolve() for a in named] or notebooks()
+    missing = [str(p) for p in chosen if not p.is_file()]
+    if missing:
+        print(f"error: no such notebook: {' '.join(missing)}")
+        return 2
     stale = []
-    for notebook in notebooks():
+    for notebook in chosen:
         text, twin = twin_text(notebook), twin_path(notebook)
         if twin.is_file() and twin.read_text(encoding="utf-8") == text:
             continue

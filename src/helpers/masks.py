@@ -6,7 +6,8 @@ That is the convention of ``F.scaled_dot_product_attention``. ``nn.MultiheadAtte
 
 Besides padding (:func:`valid_length_mask`) and look-ahead (:func:`causal_mask`) masks, the
 structured masks of self-attention's applications live here: :func:`band_mask` for
-truncated (windowed) attention, :func:`grid_mask` for a convolution-like neighbourhood on an
+truncated (windowed) attention, :func:`sliding_window_mask` for a window with global
+tokens (Longformer, BigBird), :func:`grid_mask` for a convolution-like neighbourhood on an
 image grid, :func:`adjacency_mask` for a graph, and :func:`reachable`, what a stack of
 masked layers can see. Shape letters: B batch, Q queries, K keys, T positions.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "valid_length_mask",
     "causal_mask",
     "band_mask",
+    "sliding_window_mask",
     "grid_mask",
     "adjacency_mask",
     "reachable",
@@ -299,3 +301,51 @@ def to_additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> 
         raise ValueError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return additive.masked_fill(~mask, float("-inf"))
+
+
+def sliding_window_mask(
+    num_queries: int,
+    window: int,
+    *,
+    global_tokens: Sequence[int] | torch.Tensor = (),
+    causal: bool = False,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The mask of sliding-window attention with global tokens (Longformer, BigBird):
+    query ``i`` may attend key ``j`` iff ``|i - j| <= window`` (the band of
+    :func:`band_mask`), or ``i`` or ``j`` is a global token: a global token attends to every
+    position and every position attends to it. With ``causal=True`` every pair with
+    ``j > i`` is then removed, so a query looks back at most ``window`` positions, plus the
+    global tokens before it.
+
+    Args:
+        num_queries: T, the sequence length (self-attention: T queries, T keys).
+        window: w, how far each query may look either side (a non-negative integer).
+        global_tokens: the positions (G,) of the global tokens, integers in [0, T), a list
+            or an integer tensor; empty (the default) for a plain sliding window.
+        causal: also apply the causal mask.
+        device: where to build the mask.
+
+    Returns:
+        A bool tensor of shape (T, T); True = may attend.
+    """
+    num_queries = check_int(num_queries, "num_queries")
+    window = check_int(window, "window")
+    causal = check_bool(causal, "causal")
+    device = check_device(device)
+    positions = as_integer_tensor(global_tokens, "global_tokens", "(G,)")
+    if positions.dim() != 1:
+        raise ValueError(
+            f"global_tokens must be 1-D positions (G,), got shape {tuple(positions.shape)}"
+        )
+    if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= num_queries):
+        raise ValueError(
+            f"global_tokens must hold positions in [0, {num_queries}), got positions from "
+            f"{int(positions.min())} to {int(positions.max())}"
+        )
+    rows = torch.arange(num_queries, device=device)[:, None]  # (T, 1)
+    cols = torch.arange(num_queries, device=device)[None, :]  # (1, T)
+    is_global = torch.zeros(num_queries, dtype=torch.bool, device=device)
+    is_global[positions.to(device=is_global.device, dtype=torch.long)] = True  # (T,)
+    mask = ((rows - cols).abs() <= window) | is_global[:, None] | is_global[None, :]
+    return mask & (cols <= rows) if causal else mask

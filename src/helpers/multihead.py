@@ -6,9 +6,13 @@ of D/H, runs scaled dot-product attention in every head at once, merges the head
 D features and projects them with ``w_o`` (D → D). It computes what
 ``nn.MultiheadAttention(d_model, num_heads, batch_first=True)`` computes, and
 :meth:`MultiHeadAttention.from_torch` / :meth:`MultiHeadAttention.to_torch` move the
-weights between the two. The attention itself is the core of
-:func:`helpers.attention.scaled_dot_product_attention`, the same core every attention
-module of the helpers calls. :class:`KVCache` holds the keys and values of the tokens
+weights between the two. With ``num_kv_heads`` below H it is grouped-query attention
+(Ainslie et al., 2023), or multi-query attention at ``num_kv_heads=1`` (Shazeer, 2019):
+``w_k`` and ``w_v`` make only ``num_kv_heads`` heads of keys and values, each shared by a
+group of H / ``num_kv_heads`` consecutive query heads, as
+``F.scaled_dot_product_attention(..., enable_gqa=True)`` shares them. The attention itself
+is the core of :func:`helpers.attention.scaled_dot_product_attention`, the same core every
+attention module of the helpers calls. :class:`KVCache` holds the keys and values of the tokens
 decoded so far; ``forward(..., cache=cache)`` uses and extends it.
 
 Mask convention, as everywhere in the book: boolean, **True = may attend**, broadcastable
@@ -40,11 +44,17 @@ __all__ = ["MultiHeadAttention", "KVCache"]
 class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention with learned projections.
 
-    ``MultiHeadAttention(d_model, num_heads, bias=True, dropout=0.0)``: D = ``d_model``
-    features split into H = ``num_heads`` heads of D/H features (D must be divisible by
-    H). The projections are the ``nn.Linear`` attributes ``w_q``, ``w_k``, ``w_v`` and
-    ``w_o``, each D → D, with biases when ``bias`` is True; ``dropout_p`` is the dropout
-    probability of the weights (while training).
+    ``MultiHeadAttention(d_model, num_heads, bias=True, dropout=0.0, num_kv_heads=None)``:
+    D = ``d_model`` features split into H = ``num_heads`` heads of D/H features (D must be
+    divisible by H). The projections are the ``nn.Linear`` attributes ``w_q``, ``w_k``,
+    ``w_v`` and ``w_o``, each D → D, with biases when ``bias`` is True; ``dropout_p`` is
+    the dropout probability of the weights (while training).
+
+    ``num_kv_heads`` = H_kv (None: H) heads of keys and values, which must divide H:
+    ``w_k`` and ``w_v`` are then D → H_kv·D/H, and query head h reads key-value head
+    h // (H / H_kv), so each group of H / H_kv consecutive query heads shares one
+    (grouped-query attention; H_kv = 1 is multi-query attention). The weights are still
+    returned per query head, (B, H, Q, K).
 
     ``forward(queries, keys, values, mask=None, cache=None)`` takes queries (B, Q, D),
     keys (B, K, D), values (B, K, D) and an optional bool mask (True = may attend)
@@ -58,11 +68,19 @@ class MultiHeadAttention(nn.Module):
 
     With a :class:`KVCache` as ``cache`` the new keys and values are appended to it and the
     queries attend to every cached position (K is then the cache's length): decoding one
-    token at a time, ``mha(x_t, x_t, x_t, cache=cache)`` needs no mask. The cache is for
-    inference (under ``torch.no_grad()``).
+    token at a time, ``mha(x_t, x_t, x_t, cache=cache)`` needs no mask. The cache holds
+    the H_kv heads of keys and values, (B, H_kv, T, D/H), not H. It is for inference
+    (under ``torch.no_grad()``).
     """
 
-    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        bias: bool = True,
+        dropout: float = 0.0,
+        num_kv_heads: int | None = None,
+    ):
         super().__init__()
         self.d_model = check_int(d_model, "d_model", minimum=1)
         self.num_heads = check_int(num_heads, "num_heads", minimum=1)
@@ -72,26 +90,37 @@ class MultiHeadAttention(nn.Module):
             f"(each head gets d_model / num_heads features)",
         )
         self.head_dim = self.d_model // self.num_heads
+        self.num_kv_heads = self.num_heads
+        if num_kv_heads is not None:
+            self.num_kv_heads = check_int(num_kv_heads, "num_kv_heads", minimum=1)
+        require(
+            self.num_heads % self.num_kv_heads == 0,
+            f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads} "
+            f"(each key-value head serves num_heads / num_kv_heads query heads)",
+        )
         self.dropout_p = check_probability(dropout)
         check_bool(bias, "bias")
+        kv_features = self.num_kv_heads * self.head_dim  # H_kv · D/H
         self.w_q = nn.Linear(self.d_model, self.d_model, bias=bias)
-        self.w_k = nn.Linear(self.d_model, self.d_model, bias=bias)
-        self.w_v = nn.Linear(self.d_model, self.d_model, bias=bias)
+        self.w_k = nn.Linear(self.d_model, kv_features, bias=bias)
+        self.w_v = nn.Linear(self.d_model, kv_features, bias=bias)
         self.w_o = nn.Linear(self.d_model, self.d_model, bias=bias)
 
     def extra_repr(self) -> str:
         bias = self.w_o.bias is not None  # the constructor's arguments, as nn modules show them
+        kv = "" if self.num_kv_heads == self.num_heads else f", num_kv_heads={self.num_kv_heads}"
         return (
             f"d_model={self.d_model}, num_heads={self.num_heads}, bias={bias}, "
-            f"dropout={self.dropout_p}"
+            f"dropout={self.dropout_p}{kv}"
         )
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) → (B, H, T, D/H): head h gets features h·D/H to (h+1)·D/H − 1. A
-        reshape inside :meth:`forward`, unchecked: x must be (B, T, D)."""
-        B, T, _ = x.shape
+        """(B, T, n·D/H) → (B, n, T, D/H): head h gets features h·D/H to (h+1)·D/H − 1;
+        n = H for queries (D features), H_kv for keys and values. A reshape inside
+        :meth:`forward`, unchecked: x must be (B, T, n·D/H)."""
+        B, T, features = x.shape
         # contiguous: each head's (T, D/H) block is one matrix in memory, as batched matmuls want
-        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2).contiguous()
+        return x.view(B, T, features // self.head_dim, self.head_dim).transpose(1, 2).contiguous()
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, H, T, D/H) → (B, T, D): the inverse of :meth:`split_heads` (unchecked)."""
@@ -105,8 +134,9 @@ class MultiHeadAttention(nn.Module):
             return self.w_q(queries), self.w_k(keys), self.w_v(values)
         layers = (self.w_q, self.w_k, self.w_v)
         bias = None if self.w_q.bias is None else torch.cat([m.bias for m in layers])  # (3D,)
-        weight = torch.cat([m.weight for m in layers])  # (3D, D)
-        return F.linear(queries, weight, bias).split(self.d_model, dim=-1)
+        weight = torch.cat([m.weight for m in layers])  # (3D, D), or (D + 2·H_kv·D/H, D)
+        sizes = [m.out_features for m in layers]
+        return F.linear(queries, weight, bias).split(sizes, dim=-1)
 
     def forward(self, queries, keys, values, mask=None, cache=None):
         """queries (B, Q, D), keys and values (B, K, D), bool mask broadcastable to
@@ -130,12 +160,19 @@ class MultiHeadAttention(nn.Module):
         """The unchecked core of :meth:`forward`."""
         # 1) project the queries, keys and values, then split D into H heads of D/H features
         q, k, v = (self.split_heads(x) for x in self._project(queries, keys, values))
-        # q (B, H, Q, D/H), k and v (B, H, K, D/H)
+        # q (B, H, Q, D/H), k and v (B, H_kv, K, D/H)
         if cache is not None:  # decoding: attend to every token so far
-            k, v = cache.append(k, v)  # (B, H, T, D/H) each
+            k, v = cache.append(k, v)  # (B, H_kv, T, D/H) each: only H_kv heads are kept
+        B, H, Q, K, group = *q.shape[:3], k.shape[-2], self.num_heads // self.num_kv_heads
+        if group > 1:  # grouped-query: query head h reads key-value head h // group. The
+            # group's queries become the rows of one head, so no key or value is copied
+            q = q.reshape(B, self.num_kv_heads, group * Q, self.head_dim)  # (B, H_kv, G·Q, D/H)
+            if mask is not None:
+                mask = mask.expand(B, H, Q, K).reshape(B, self.num_kv_heads, group * Q, K)
         # 2) scaled dot-product attention in every head at once: scores / √(D/H), mask,
         #    softmax, weighted sum; the one core of helpers.attention
         heads, weights = _sdpa(q, k, v, mask, dropout_p=self.dropout_p, training=self.training)
+        heads, weights = heads.view(B, H, Q, self.head_dim), weights.view(B, H, Q, K)
         # 3) merge the heads back to D features and project
         return self.w_o(self.merge_heads(heads)), weights  # (B, Q, D), (B, H, Q, K)
 
@@ -173,7 +210,15 @@ class MultiHeadAttention(nn.Module):
         return module.train(mha.training)
 
     def to_torch(self) -> nn.MultiheadAttention:
-        """An ``nn.MultiheadAttention(batch_first=True)`` holding a copy of these weights."""
+        """An ``nn.MultiheadAttention(batch_first=True)`` holding a copy of these weights.
+        Only for ``num_kv_heads == num_heads``: ``nn.MultiheadAttention`` has no shared
+        key-value heads."""
+        require(
+            self.num_kv_heads == self.num_heads,
+            f"to_torch needs num_kv_heads == num_heads, got num_kv_heads={self.num_kv_heads} "
+            f"and num_heads={self.num_heads}: nn.MultiheadAttention has no shared key-value "
+            f"heads (use F.scaled_dot_product_attention(..., enable_gqa=True))",
+        )
         weight = self.w_o.weight
         bias = self.w_o.bias is not None
         with torch.random.fork_rng(devices=[]):  # as in from_torch
@@ -198,7 +243,8 @@ class MultiHeadAttention(nn.Module):
 class KVCache:
     """The keys and values of the tokens decoded so far, per head: ``keys`` and ``values``
     of shape (B, H, T, D/H) (None while empty). :meth:`append` adds a step's (B, H, 1, D/H);
-    :meth:`MultiHeadAttention.forward` calls it when given the cache.
+    :meth:`MultiHeadAttention.forward` calls it when given the cache, with its H_kv heads of
+    keys and values (H here is then H_kv).
 
     For inference only: the buffers are written in place, which autograd cannot
     differentiate through, so appending tensors that require grad while grad is enabled is

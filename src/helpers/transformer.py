@@ -6,7 +6,9 @@ Post-LN (the original paper, ``norm_first=False``) normalises after each residua
 their attention weights; nothing is stashed on ``self``. ``from_torch`` builds a block
 holding the weights of ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` so
 the two can be shown equal. The full encoder–decoder model built from these blocks is
-:class:`helpers.seq2seq.Seq2SeqTransformer`.
+:class:`helpers.seq2seq.Seq2SeqTransformer`; the decoder-only model is
+:class:`helpers.gpt.GPT`. :class:`RMSNorm` (Zhang and Sennrich, 2019) rescales each token by
+its root mean square, with no mean and no shift; the blocks take it as ``norm="rms"``.
 
 Mask convention: bool, **True = may attend**, broadcastable to (B, H, Q, K). Shapes: B
 batch, T target positions, S source positions, D features (``d_model``), H heads.
@@ -34,6 +36,7 @@ from helpers.multihead import MultiHeadAttention
 __all__ = [
     "PositionWiseFFN",
     "LayerNorm",
+    "RMSNorm",
     "batch_norm_tokens",
     "AddNorm",
     "EncoderBlock",
@@ -112,6 +115,45 @@ class LayerNorm(nn.Module):
         return normalised * self.weight + self.bias  # (…, D)
 
 
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation: each token's D features divided by their RMS.
+
+    ``y = x / sqrt(mean(x²) + eps) · weight``, the mean over the last axis only: no mean is
+    subtracted and there is no shift, so it is :class:`LayerNorm` without its centring and
+    its bias (Zhang and Sennrich, 2019). Equal to ``nn.RMSNorm(d_model, eps)``.
+    (…, D) → (…, D).
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        self.d_model = check_int(d_model, "d_model", minimum=1)
+        self.eps = check_real(eps, "eps", minimum=0)  # as LayerNorm's: eps < 0 gives NaN
+        self.weight = nn.Parameter(torch.ones(self.d_model))  # (D,) gain γ
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, eps={self.eps}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_features(x, "x", self.d_model, "(…, D)", ANY_RANK_FROM_1)
+        return self._forward(x)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The unchecked core of :meth:`forward`."""
+        exact = x.to(torch.promote_types(x.dtype, torch.float32))  # (…, D), as in LayerNorm
+        mean_square = exact.pow(2).mean(dim=-1, keepdim=True)  # (…, 1)
+        return (exact * torch.rsqrt(mean_square + self.eps)).to(x.dtype) * self.weight  # (…, D)
+
+
+_NORMS = {"layer": LayerNorm, "rms": RMSNorm}
+
+
+def _make_norm(norm, d_model: int, eps: float = 1e-5) -> nn.Module:
+    """``LayerNorm`` for ``norm="layer"``, ``RMSNorm`` for ``"rms"``."""
+    if not isinstance(norm, str) or norm not in _NORMS:
+        raise ValueError(f"norm must be one of {sorted(_NORMS)}, got {norm!r}")
+    return _NORMS[norm](d_model, eps)
+
+
 def batch_norm_tokens(
     x: torch.Tensor, valid: torch.Tensor | None = None, eps: float = 1e-5
 ) -> torch.Tensor:
@@ -143,11 +185,12 @@ def batch_norm_tokens(
 class AddNorm(nn.Module):
     """Residual connection then layer norm: ``forward(x, sublayer_out) =
     norm(x + dropout(sublayer_out))``, both (B, T, D) → (B, T, D). ``norm`` is a
-    :class:`LayerNorm`, ``dropout`` an ``nn.Dropout``."""
+    :class:`LayerNorm` (``norm="layer"``, the default) or an :class:`RMSNorm`
+    (``norm="rms"``), ``dropout`` an ``nn.Dropout``."""
 
-    def __init__(self, d_model: int, dropout: float = 0.0, eps: float = 1e-5):
+    def __init__(self, d_model: int, dropout: float = 0.0, eps: float = 1e-5, norm: str = "layer"):
         super().__init__()
-        self.norm = LayerNorm(d_model, eps)
+        self.norm = _make_norm(norm, check_int(d_model, "d_model", minimum=1), eps)
         self.dropout = nn.Dropout(check_probability(dropout))
 
     def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
@@ -223,7 +266,8 @@ class EncoderBlock(_Block):
     """One encoder layer: self-attention and a position-wise FFN, each with Add & Norm.
 
     ``EncoderBlock(d_model, num_heads, ffn_hidden, dropout=0.0, norm_first=False,
-    activation="relu")``. Post-LN (default): ``x = norm1(x + sa(x)); x = norm2(x +
+    activation="relu", norm="layer")``; ``norm="rms"`` puts :class:`RMSNorm` in place of
+    every :class:`LayerNorm`. Post-LN (default): ``x = norm1(x + sa(x)); x = norm2(x +
     ffn(x))``; pre-LN: ``x = x + sa(norm1(x)); x = x + ffn(norm2(x))``. Parts:
     ``self_attn`` (:class:`~helpers.multihead.MultiHeadAttention`), ``ffn``
     (:class:`PositionWiseFFN`), ``add_norm1``, ``add_norm2`` (:class:`AddNorm`; their
@@ -242,11 +286,12 @@ class EncoderBlock(_Block):
         dropout: float = 0.0,
         norm_first: bool = False,
         activation: str = "relu",
+        norm: str = "layer",
     ):
         super().__init__()
         self.ffn = PositionWiseFFN(d_model, ffn_hidden, dropout, activation)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.add_norm1, self.add_norm2 = AddNorm(d_model, dropout), AddNorm(d_model, dropout)
+        self.add_norm1, self.add_norm2 = (AddNorm(d_model, dropout, norm=norm) for _ in range(2))
         self.d_model, self.norm_first = int(d_model), check_bool(norm_first, "norm_first")
 
     norm1 = property(lambda self: self.add_norm1.norm)
@@ -289,6 +334,7 @@ class DecoderBlock(_Block):
     """One decoder layer: masked self-attention, cross-attention to the encoder output
     (``memory``), and a position-wise FFN, each with Add & Norm (post- or pre-LN).
 
+    Same arguments as :class:`EncoderBlock` (``norm="rms"`` for RMSNorm).
     Parts: ``self_attn``, ``cross_attn`` (MultiHeadAttention), ``ffn``, ``add_norm1..3``
     (norms also ``norm1..3``), the names of ``nn.TransformerDecoderLayer``'s parts
     (``multihead_attn`` there is ``cross_attn`` here).
@@ -308,13 +354,14 @@ class DecoderBlock(_Block):
         dropout: float = 0.0,
         norm_first: bool = False,
         activation: str = "relu",
+        norm: str = "layer",
     ):
         super().__init__()
         self.ffn = PositionWiseFFN(d_model, ffn_hidden, dropout, activation)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.add_norm1, self.add_norm2, self.add_norm3 = (
-            AddNorm(d_model, dropout) for _ in range(3)
+            AddNorm(d_model, dropout, norm=norm) for _ in range(3)
         )
         self.d_model, self.norm_first = int(d_model), check_bool(norm_first, "norm_first")
 
