@@ -11,6 +11,9 @@
  *    keyboard, so those that overflow at the current width take a tab stop (axe:
  *    scrollable-region-focusable), and an inline one the class math-scrolls, whose edge
  *    shadows show that it goes on.
+ * 3. The current chapter in view. On a desktop the chapter list scrolls below the book's
+ *    title and search field (book.css); the theme scrolls the whole sidebar, which no longer
+ *    moves, so the list is scrolled to the current chapter here.
  */
 (function () {
   "use strict";
@@ -64,9 +67,16 @@
     });
   }
 
+  function showCurrentChapter() {
+    var current = document.querySelector(
+      ".bd-sidebar-primary nav.bd-docs-nav li.current > a, .bd-sidebar-primary nav.bd-docs-nav a.current");
+    if (current) current.scrollIntoView({ block: "nearest" });
+  }
+
   function start() {
     forwardSidebarButtons();
     watchEquations();
+    window.addEventListener("load", showCurrentChapter);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
