@@ -816,7 +816,8 @@ assert list(layers_needed.values()) == [3, 2, 3], layers_needed
 # layers. With a global token, two layers suffice for this pair and for every other
 # pair: one layer writes into the global token, the next reads it. In a causal model the
 # same global token at position 0 helps nothing here: it may read only itself, so it has
-# nothing to pass on, and the information again needs three layers along the window. (A
+# nothing from other tokens to pass on (every later token reads token 0 itself directly, in
+# one layer), and the information again needs three layers along the window. (A
 # global token placed later would carry what came before it.) So in an encoder a handful of
 # global tokens gives every token a two-layer route to every other for $\mathcal O(gT)$
 # extra scores; in a causal decoder that route exists only from before a global token to
@@ -1213,7 +1214,7 @@ assert 5 < modelled[2_048] < 20 and modelled[8_192] < 8_192 / 100, modelled
 # values for every head), and every decoding step reads all of it to compute one row of
 # scores. For long contexts the cache, not the weights, becomes the memory that limits how
 # many sequences a server can generate at once (exercise 3), and reading it makes decoding
-# memory-bound. The most common remedy shares keys and values among query heads.
+# memory-bound. A common remedy shares keys and values among query heads.
 # [Multi-query attention](../book/glossary.md#term-multi-query-attention-MQA) [[Shazeer, 2019]](../book/references.bib#shazeer2019) (Section 3) keeps the $H$ query heads
 # but a single head of keys and values, which all of them read.
 # [Grouped-query attention](../book/glossary.md#term-grouped-query-attention-GQA) [[Ainslie et al., 2023]](../book/references.bib#ainslie2023) (Section 2) sits in between: $H_\text{kv}$
@@ -1264,8 +1265,9 @@ for kv_heads in [4, 2, 1]:
 
 # %% [markdown]
 # All of them agree, and the cache keeps only the $H_\text{kv}$ heads: the repetition happens
-# after the cache, at attention time. The helper does not even copy: it stacks the queries of
-# a group as the rows of one head, so each key-value head is read once for its whole group.
+# after the cache, at attention time. The helper does not even copy the keys and values: it
+# stacks the queries of a group as the rows of one head (a reshape of the queries), so each
+# key-value head is read once for its whole group.
 # In bytes, for the toy layers above (counted, and checked against the caches they filled)
 # and for a model shaped like Llama 2 7B, which has the shape of LLaMA-7B
 # ([Touvron et al. [2023]](../book/references.bib#touvron2023), Table 2: 32 layers of 32
@@ -1384,9 +1386,13 @@ with torch.random.fork_rng(devices=[]):  # the parameter count printed, against 
 # All fifteen runs learn the task: every test loss is more than a hundred times below
 # chance, and no run misses more than 1% of the 2,000 test sequences. The ranges
 # over seeds overlap, so on this task sharing the keys and values of 4 heads in 2 groups, or
-# in one, costs nothing we can measure, although multi-query attention has a quarter of the
-# key and value parameters. That is what this experiment shows, and no more: one layer, one
-# task that needs one sharp lookup per query, $d_h = 4$, 200 steps. It does not say that
+# in one, costs nothing we can measure in the final loss, although multi-query attention has a quarter
+# of the key and value parameters. That is what this experiment shows, and no more: one layer,
+# one task that needs one sharp lookup per query, $d_h = 4$, 200 steps at the learning rate in
+# the code, enough for every run to finish learning. It compares finished runs, not how fast
+# each setting learns: stopped earlier, or trained with a smaller learning rate or narrower
+# heads, the three settings need not end equal, and this experiment does not say which would
+# lag. It does not say that
 # sharing is free in large pretrained models: Ainslie et al. report that multi-query
 # attention can lose quality there and that grouped-query attention comes close to
 # multi-head attention at a speed close to multi-query attention's (their abstract).
@@ -1688,7 +1694,8 @@ for name, feature_map in [("elu + 1", elu_feature_map), ("Taylor", taylor_featur
 # - A **sliding window with global tokens** (Longformer, BigBird) keeps about $(2w + 1 + 2g)/T$
 #   of the scores, counted exactly: under 2% at $T = 16{,}384$, $w = 128$, $g = 2$. Through
 #   a global token every token reaches every other in two layers without a causal mask;
-#   with one, a global token at position 0 passes nothing on.
+#   with one, a global token at position 0 relays nothing from other tokens (only its own
+#   input reaches every later token).
 # - **FlashAttention** is tiled attention as one fused GPU kernel: the tiles stay on the chip
 #   (SRAM and registers), so the $(L, L)$ traffic to HBM disappears (FlashAttention-2 puts the query blocks
 #   in the outer loop, as our code does). That, not fewer FLOPs, is why it is
@@ -1709,8 +1716,8 @@ for name, feature_map in [("elu + 1", elu_feature_map), ("Taylor", taylor_featur
 #   keys and values per group and it is multi-head attention (checked against PyTorch's
 #   `enable_gqa`). The cache shrinks by $H / H_\text{kv}$, counted: 2 GiB, 512 MiB and 64 MiB
 #   per 4k-token sequence for a Llama-2-7B shape with 32, 8 and 1 key-value heads. On our
-#   recall task (one layer, five seeds each) all three settings learn, and their losses
-#   overlap.
+#   recall task (one layer, five seeds each, 200 steps, by which every run has learned) all three
+#   settings learn, and their final losses overlap; how fast each learns is not compared.
 # - **Linear attention** replaces $\exp(q \cdot k / \sqrt{d_h})$ by $\phi(q)^\top\phi(k)$,
 #   with a feature map of output size $D'$, and reorders the product to $\mathcal{O}(L D' d_h)$; its
 #   causal form is an RNN with a fixed $(D', d_h)$ state. Its weights have rank at most $D'$

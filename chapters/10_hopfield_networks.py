@@ -1546,8 +1546,8 @@ for scale in [1, 2, 4, 8]:  # a longer query (as W_q can learn) raises the effec
 # keeps for chapter 9's scores), and with $\beta = 1/\sqrt{d_k}$ this has the form of the attention of the Transformer
 # [[Vaswani et al., 2017]](../book/references.bib#vaswani2017). The identity runs one way only. In a Hopfield layer the values
 # $Y W_K W_V$ are a linear map of the keys $Y W_K$; a Transformer head has its own value
-# projection $W_V'$ of shape $(D, d_v)$, and $Y W_V'$ is a linear map of the keys only when
-# every column of $W_V'$ lies in the span of the $d_k$ columns of $W_K$. With $d_k < D$, as in
+# projection $W_V'$ of shape $(D, d_v)$, and $Y W_V'$ is a linear map of the keys for every
+# $Y$ only when every column of $W_V'$ lies in the span of the $d_k$ columns of $W_K$. With $d_k < D$, as in
 # every standard head, a generic $W_V'$ does not (checked below on random matrices). And the
 # energy argument, which makes repeated updates settle, needs more: the output must live in
 # the space of the state, with the values equal to the keys, as in the modern network above.
@@ -1586,7 +1586,7 @@ assert (rank_keys, rank_both) == (8, 16), (rank_keys, rank_both)
 # $\boldsymbol\xi \to \boldsymbol\xi W_Q$ and $\mathbf X^\top \to Y W_K$; conditions 1 to 3 then hold *in that space*, and the
 # layer's $W_V$ is applied after the update. So a head is one retrieval step in its key space
 # exactly when its values are $Y W_K$ followed by a linear map, which a head with its own
-# $W_V'$ satisfies only when the columns of $W_V'$ lie in the span of those of $W_K$ (above). And a single layer is a single step:
+# $W_V'$ satisfies for every set of stored patterns only when the columns of $W_V'$ lie in the span of those of $W_K$ (above). For one given set it can hold without that: with at most $d_k$ stored patterns whose keys are linearly independent, any values are a linear map of the keys. And a single layer is a single step:
 # *iterated* retrieval, which the energy argument is about, also needs the output fed back as
 # the next query in the same space. Checked here on the digits, with random projections:
 
@@ -1632,7 +1632,7 @@ print("attention(xi W_Q, Y W_K, Y W_K W_V) == (one Hopfield update of xi W_Q, pa
 #   `F.scaled_dot_product_attention` with `scale=β`. It stores far more patterns than units
 #   (10,000 in 100, retrieved in one step in each of five random sets). Ramsauer et al. prove
 #   the capacity exponential in $N$; measured for $N = 16$ to 48 at $\beta = 1$ with 20% of the
-#   units flipped, the largest $P$ (median of five draws, which agree within one doubling) doubles about every 3.5 units. The price is
+#   units flipped, the largest $P$ (median of five draws, which agree within one doubling) doubles about every 3.5 units in this run (another set of draws gives a somewhat slower rate). The price is
 #   keeping them all: $P \times N$ numbers, which grow with $P$, where the classical network
 #   keeps $N^2$.
 # - $\beta = 1/\tau$ is an inverse temperature: small $\beta$ averages all memories (a global

@@ -190,15 +190,16 @@ print(f"untrained weights over the 6 slots of story 0: {[round(w, 2) for w in p[
 
 # %% [markdown]
 # The code already ties weights: it uses $\mathbf A$ for the question ($\mathbf B = \mathbf A$) and
-# $\mathbf C^\top$ as the answer matrix ($\mathbf W^\top = \mathbf C$), the layer-wise view of the next
-# section with one hop. Padding (word id 0) has zero vectors, and a slot of padding only is
+# $\mathbf C^\top$ as the answer matrix ($\mathbf W^\top = \mathbf C$), the adjacent tying of the next
+# section, with one hop. Padding (word id 0) is left out of every bag of words, and a slot of padding only is
 # masked, so stories of different lengths can share a batch.
 #
 # Why one hop cannot answer "where is the apple?" is visible in the equations. The query
 # $\mathbf u$ is built from the words *where* and *apple*. The fact that holds the answer,
-# `mary in kitchen`, contains neither: its score $\mathbf u^\top \mathbf m_i$ is the same as that of
-# `john in garden`, whatever the embeddings, because which person has the apple changes from
-# story to story. One read can find `mary has apple`, but the answer lies in a second fact
+# `mary in kitchen`, contains neither: its score $\mathbf u^\top \mathbf m_i$ depends only on
+# the question and on its own three words, so, whatever the embeddings, it is the same whether
+# Mary or John has the apple: which person has the apple changes from story to story, and
+# nothing in the score of an `in` sentence can follow it. One read can find `mary has apple`, but the answer lies in a second fact
 # that only the first one points to.
 #
 # ## Several hops, and adjacent weight tying
@@ -322,7 +323,7 @@ fig.tight_layout()
 # has stopped moving between steps 50 and 100: the
 # network has learned what it can, and the argument above says what it cannot. The same
 # single hop answers the one-fact questions almost perfectly, so the single hop is not too
-# weak to train; it is one read short. Two hops answer the two-fact questions on every seed.
+# weak to train; it is one read short. Two hops answer the two-fact questions on every seed, at this size ($d = 20$) and budget.
 # A third hop adds nothing: four of its five seeds learned, and in this run the fifth stayed
 # stuck near a guess, a longer chain of reads being one more thing that can fail to start. All of this is bounded to this task, these sizes and this training budget:
 # Sukhbaatar et al. report gains from a third hop on some of the 20 bAbI tasks (their
@@ -348,7 +349,7 @@ assert sum(a > 0.95 for a in runs_std[0.1]) == 0, runs_std
 # then a near-uniform average, and the gradient that would teach the first hop where to look
 # is weak. The paper trains far longer
 # and uses other aids for this (a "linear start" without the softmax, and several restarts,
-# keeping the best, their Section 4.2); at this budget a wider start does the job. This is one
+# keeping the best, their Section 4.2); at this budget and this size ($d = 20$) a wider start does the job. This is one
 # budget and one task: it says nothing about which start is better after long training.
 #
 # ## Which facts does each hop read?
@@ -481,13 +482,13 @@ assert top_weight > 0.85, f"median top weight {top_weight:.3f}"
 #   $p_i = \operatorname{softmax}(\mathbf u^\top\mathbf m_i)$, $\mathbf o = \sum_i p_i\mathbf c_i$. Hops repeat the read with
 #   $\mathbf u^{k+1} = \mathbf u^k + \mathbf o^k$; adjacent weight tying sets $\mathbf A^{k+1} = \mathbf C^k$, $\mathbf B = \mathbf A^1$,
 #   $\mathbf W^\top = \mathbf C^K$. `helpers.memory.MemoryNetwork` equals the equations.
-# - On generated "where is X?" stories, over 5 seeds each, one hop stayed near a guess among
+# - On generated "where is X?" stories of six facts, over 5 seeds each, one hop stayed near a guess among
 #   the story's four places on the two-fact questions while answering one-fact questions
-#   almost perfectly; two hops answered the two-fact questions on every seed, and a third
+#   almost perfectly; two hops answered the two-fact questions on every seed (at $d = 20$ and 100 steps), and a third
 #   added nothing on this task (one of its seeds stayed stuck in this run). The trained hops read the two supporting facts in order (who
 #   has the object, then where that person is), learned from answers alone.
 # - At this short budget the paper's starting scale (0.1) left most seeds stuck; a wider start
-#   (0.5) trained every seed. Bounded to this task and budget.
+#   (0.5) trained every seed. Bounded to this task, this size ($d = 20$) and this budget.
 # - A hop is attention at scale 1 with separate keys and values; with values equal to keys it
 #   is one modern Hopfield update at $\beta = 1$. Hops differ from iterated Hopfield updates:
 #   each has its own embeddings and adds to the query.
@@ -505,7 +506,8 @@ assert top_weight > 0.85, f"median top weight {top_weight:.3f}"
 # matrices for the hops plus $\mathbf B$ and $\mathbf W$, $2K + 2 = 8$ matrices, 3,200 parameters,
 # twice as many. Sukhbaatar et al. also describe *layer-wise* tying (their Section 2.2), the
 # same $\mathbf A$ and $\mathbf C$ in every hop, plus a linear map $\mathbf H$ in the query update
-# $\mathbf u^{k+1} = \mathbf H\mathbf u^k + \mathbf o^k$: 2 matrices plus $\mathbf H$, whatever $K$.
+# $\mathbf u^{k+1} = \mathbf H\mathbf u^k + \mathbf o^k$; that scheme does not tie $\mathbf B$ and $\mathbf W$, so it
+# holds $\mathbf A$, $\mathbf C$, $\mathbf B$, $\mathbf W$ and $\mathbf H$, whatever $K$.
 #
 # </details>
 #
@@ -518,8 +520,8 @@ assert top_weight > 0.85, f"median top weight {top_weight:.3f}"
 #
 # No slot contains *milk*, so nothing in the story matches the question's object. The first
 # read still has to put its weight somewhere: in the story below it goes mostly to a `has`
-# sentence about another object (the question's word *where* and the learned embeddings
-# favour that kind of sentence), the second read follows that sentence's person, and the
+# sentence about another object (perhaps because in training the first read was always rewarded
+# for landing on a `has` sentence), the second read follows that sentence's person, and the
 # network names that person's place, as confidently as a true answer. It has no way to say
 # "unknown", because every training question had an answer. A memory read by softmax always returns *something*; a
 # model that should abstain needs a slot or an answer for "not found".
@@ -576,7 +578,10 @@ for hop in range(3):
 #
 # A bag of words and a softmax over slots are both blind to the order of the slots: permuting
 # the sentences permutes the weights and leaves $\mathbf o$ unchanged. The two facts about Mary
-# score alike, and the read returns a mix of kitchen and garden. Sukhbaatar et al. add a
+# differ only in their place word, so which of them the read favours is set by the learned
+# embeddings of *kitchen* and *garden*, not by which sentence came later: a trained network
+# can split its weight between them or pick one, and swapping the two sentences changes
+# nothing. Sukhbaatar et al. add a
 # *temporal encoding* (their Section 4.1): a learned vector per slot position, added to
 # $\mathbf m_i$ and $\mathbf c_i$, so a later sentence can score higher; the position encodings of
 # chapter 7 play the same part for a Transformer.

@@ -13,8 +13,9 @@ and after K hops (Sukhbaatar et al.'s K, not the book's number of keys) the answ
 k+1 reads with A^{k+1} = C^k, the question uses B = A^1 and the answer W = (C^K)ᵀ, so K
 hops hold K + 1 embedding matrices.
 
-Token id 0 is padding: its embedding rows are zero, and a memory slot whose words are all
-padding is masked (it gets weight 0). Shapes: B batch, M memory slots (sentences), L words
+Token id 0 is padding: it is dropped from every bag of words (its embedding rows never enter a
+read; the answer table's row 0 still gets a logit, so training moves it), and a memory slot
+whose words are all padding is masked (it gets weight 0). Shapes: B batch, M memory slots (sentences), L words
 per sentence, V vocabulary, D embedding size; the number of hops is spelled out.
 """
 
@@ -55,7 +56,7 @@ class MemoryNetwork(nn.Module):
         self.embeddings = nn.ModuleList(
             nn.Embedding(self.vocab, self.d, padding_idx=0) for _ in range(self.hops + 1)
         )
-        for embedding in self.embeddings:  # a Gaussian start; the padding row stays zero
+        for embedding in self.embeddings:  # a Gaussian start; the padding row starts at zero
             nn.init.normal_(embedding.weight, std=init_std)
             with torch.no_grad():
                 embedding.weight[0].zero_()
