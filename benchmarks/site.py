@@ -242,13 +242,17 @@ def html_composition(path: Path) -> dict:
     }
 
 
-def measure_page(browser, base: str, rel: str, profile: str, latency: bool) -> dict:
+def measure_page(
+    browser, base: str, rel: str, profile: str, latency: bool, throttle: bool = True
+) -> dict:
+    """One opening of ``rel`` as ``profile`` ("phone": throttled unless ``throttle`` is False,
+    which changes only the timings, not the bytes or what becomes usable)."""
     options = PHONE if profile == "phone" else DESKTOP
     context = browser.new_context(**options)
     page = context.new_page()
     cdp = context.new_cdp_session(page)
     cdp.send("Network.enable")
-    if profile == "phone":
+    if profile == "phone" and throttle:
         cdp.send("Network.emulateNetworkConditions", NETWORK)
         cdp.send("Emulation.setCPUThrottlingRate", {"rate": CPU_SLOWDOWN})
     urls, wire, body, refused, errors = {}, {}, {}, [], []

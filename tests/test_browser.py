@@ -23,9 +23,10 @@ of that look runs on that one opening:
 Under a sub-path (as GitHub Pages serves a project) each page is opened once more: offline,
 clean, typeset, every slider live. The 404 page, search and the launch links are checked at
 the root and under the sub-path; a chapter printed (print media, ``page.pdf``) from light and
-dark mode reads dark on white; and each page's throttled first view once: at most 1.5 MB
-compressed and a first slider that becomes usable (how soon is a budget that `make bench`
-measures, never a test).
+dark mode reads dark on white, each live figure as a strip of frames; and each page's first
+view on the benchmark's phone once: at most 1.5 MB compressed and a first slider that becomes
+usable (how soon, on the throttled phone, is a budget that `make bench` measures, never a
+test).
 
 Screenshots go to ``_build/screenshots/``: desktop light at the root (``<page>.png``), the
 other looks in ``desktop-dark/``, ``phone-light/``, ``phone-dark/``, the sub-path in
@@ -882,7 +883,7 @@ def _repository_url() -> str:
     return bootstrap.repository_url()
 
 
-# --- The throttled first view
+# --- The first view on a phone: page weight and a usable slider
 
 
 def _site_benchmark():
@@ -893,7 +894,7 @@ def _site_benchmark():
 
 
 @pytest.fixture(scope="module")
-def throttled(browser):
+def bench_site(browser):
     """benchmarks/site.py's server (text gzipped, as GitHub Pages) and a Chromium that
     resolves no host but 127.0.0.1."""
     if not (SITE / "index.html").is_file():
@@ -914,14 +915,16 @@ def _benchmarked_pages() -> list[str]:
 
 
 @pytest.mark.parametrize("page_path", _benchmarked_pages() or ["index.html"])
-def test_throttled_phone_first_view(throttled, page_path):
-    """The throttled phone of benchmarks/site.py (390x844, CPU 4x slower, 9 Mbit/s, 60 ms):
-    at most 1.5 MB compressed (exact: bytes, not time), nothing requested beyond 127.0.0.1,
-    and on a page with live figures the first slider becomes usable (handle in the page, its
-    picture decoded). How *soon* it does is a budget, measured by `make bench`
-    (benchmarks/site.py), never asserted here: a busy test machine must not fail the tests."""
-    bench, chromium, base = throttled
-    r = bench.measure_page(chromium, base, page_path, "phone", latency=False)
+def test_phone_first_view(bench_site, page_path):
+    """The phone of benchmarks/site.py (390x844 at 3 device pixels per CSS pixel), served
+    gzipped as GitHub Pages does: at most 1.5 MB compressed (exact: bytes, not time), nothing
+    requested beyond 127.0.0.1, and on a page with live figures the first slider becomes usable
+    (handle in the page, its picture decoded). The page is opened unthrottled: the benchmark's
+    slower CPU and network change only how *soon* this happens, a budget that `make bench`
+    (benchmarks/site.py) measures and this test never asserts (a busy machine must not fail the
+    tests, and the throttled wait cost about 10 s a page)."""
+    bench, chromium, base = bench_site
+    r = bench.measure_page(chromium, base, page_path, "phone", latency=False, throttle=False)
     assert r["refused"] == [], f"requests left 127.0.0.1: {r['refused']}"
     assert r["transfer"] <= bench.TRANSFER_BUDGET, (
         f"{page_path}: {r['transfer'] / 1e6:.3f} MB compressed > "
