@@ -71,7 +71,7 @@ except ModuleNotFoundError:
 #
 # **What you will learn**
 #
-# - that a GPT block is chapter 8's pre-LN encoder block run with a causal mask, and how
+# - that a GPT-2 block is chapter 8's pre-LN encoder block run with a causal mask, and how
 #   the [causal language model](../book/glossary.md#term-causal-language-model) objective trains every position of a text at once;
 # - to train a 2-layer model on this book's own prose, character by character, and compare
 #   its loss with a model that ignores context (the unigram baseline);
@@ -133,7 +133,8 @@ print(repr(text[:120]))
 # \mathcal L = -\frac{1}{T} \sum_{t=1}^{T} \log p(x_t \mid x_{<t}).
 # $$
 #
-# [Radford et al. [2018]](../book/references.bib#radford2018) (Section 3.1) pre-train GPT with exactly this loss on unlabelled text. A
+# [Radford et al. [2018]](../book/references.bib#radford2018) (Section 3.1) pre-train GPT with this loss on unlabelled text, each prediction conditioned on a
+# window of a fixed number of tokens before it. A
 # training example is a window of $T$ characters as input and the same window shifted one
 # character on as target, so every position is a prediction: with the causal mask of chapter 4,
 # one pass computes all $T$ of them and none can peek at its own answer.
@@ -206,7 +207,9 @@ assert delta[:-1].max() == 0 and delta[-1] > 0, f"got {delta=}"
 # predict each character with its frequency, the **unigram** model; its cross-entropy on the
 # held-out text is the baseline a model that uses context must beat. A **bigram** model,
 # which predicts each character from the one before it (counted on the training text), is a
-# second, harder baseline: beating it needs more than one character of context. The model
+# second, harder baseline: a model that beats it is likely to use more than one character
+# of context (the bigram table is one estimate of a one-character predictor, not the best
+# one possible on the held-out text). The model
 # trains for 300 steps of 32 windows of 32 characters with AdamW (learning rate $10^{-2}$,
 # decaying along a cosine); the trained numbers are printed to two significant digits, since
 # the last digits differ between CPUs.
@@ -255,8 +258,8 @@ assert first_below < 100, f"the running mean first falls below unigram at step {
 # and keeps falling; the green dotted line is the trained model's loss on the
 # held-out tenth of the text.*
 #
-# The model is below both baselines, so it uses more than the previous character, but it is far
-# from fluent: it has seen about 300,000 characters in all, and its loss is not far below
+# The model is below both baselines, which suggests that it uses more than the previous
+# character, but it is far from fluent: it has seen about 300,000 characters in all, and its loss is not far below
 # the bigram model's. (One run, seed 0.) The interesting part is what sampling does with the
 # distribution it has learned.
 #
@@ -355,8 +358,9 @@ slider_figure(render, temperatures, description="temperature", initial=1.0)
 # climbs towards $\log_2 96 \approx 6.6$ bits, while top-5 caps it at $\log_2 5 \approx 2.3$
 # bits. Right: a 90-character sample drawn with the same generator. At low temperature it
 # repeats the most common words and spaces; near 1 it mixes word-like pieces with
-# punctuation and LaTeX from the book; at 2 and 3 between a third and a half of its
-# characters are digits, punctuation or symbols.*
+# punctuation and LaTeX from the book; in these
+# samples (generator seed 0), at 2 and 3 between a third and a half of the characters are
+# neither letters nor spaces; another seed draws another sample, with another share.*
 #
 # What the slider shows, frame by frame: the entropy of the next-character distribution
 # (bits, one decimal), full and after top-5, and the share of characters in each sample that
@@ -389,7 +393,8 @@ assert all(abs(h * 10 % 1 - 0.5) > 0.01 for h in full_hs + top5_hs), f"near a bo
 # %% [markdown]
 # The entropy rises with the temperature in every frame, from near 0 bits (almost greedy)
 # to several bits; top-5 keeps it at most $\log_2 5 \approx 2.3$ bits, however high the
-# temperature. These are the numbers of one trained model (seed 0) after one prompt.
+# temperature (only five characters keep any probability, unless others tie with the fifth
+# largest logit, which the helper keeps too). These are the numbers of one trained model (seed 0) after one prompt.
 #
 # ## RMSNorm beside layer normalisation
 #
@@ -435,7 +440,9 @@ print("RMSNorm of the centred token = LayerNorm with the same gain and no shift"
 # reciprocal square root ($D$), by the gain ($D$) and adds the shift ($D$): about $7D$
 # operations and $2D$ parameters. RMSNorm squares and sums ($2D$), multiplies by the
 # reciprocal root ($D$) and by the gain ($D$): about $4D$ operations and $D$ parameters, and
-# one pass over the features for its statistics instead of two. (A handful of scalar
+# one pass over the features for its statistics instead of the two of the layer-norm recipe
+# counted here (an implementation can also gather layer norm's sum and sum of squares in one
+# pass). (A handful of scalar
 # operations per token, the division by $D$, the $\epsilon$ and the root, are the same in
 # both.)
 
@@ -459,7 +466,7 @@ print(f"in the model above ({per_model} norms): {per_model * D} fewer parameters
 # %% [markdown]
 # The operations saved are a small part of a whole block: the attention and FFN products cost
 # on the order of $D^2$ operations per token, the norms on the order of $D$. Zhang and Sennrich
-# report the time saved (Section 5) on their models and hardware; this chapter counts
+# report 7 % to 64 % less running time on their models and hardware (abstract); this chapter counts
 # operations and does not time them.
 #
 # **Does the model learn as well?** One factor changed: the same model, the same data in the
@@ -505,7 +512,8 @@ assert max(layer_range[0], rms_range[0]) < min(layer_range[1], rms_range[1]), f"
 # five seeds give no evidence that either norm learns better here. What they do show is
 # that in this small model, on this text, with this budget of steps, dropping the centring
 # and the shift did not make the model measurably worse. That is in line with what Zhang and
-# Sennrich hypothesise (Section 4) and report on their larger models and tasks (Section 5);
+# Sennrich hypothesise (Section 4) and report on their larger models and tasks (abstract:
+# performance comparable to layer norm);
 # it does not show what happens at other scales.
 #
 # ## Three families: encoder-only, decoder-only, encoder–decoder
@@ -559,7 +567,7 @@ for title, mask in masks.items():
 #
 # ## Summary
 #
-# - A **decoder-only** (GPT-style) model is a stack of pre-LN blocks with causal
+# - A **decoder-only** (GPT-2-style) model is a stack of pre-LN blocks with causal
 #   self-attention and no cross-attention, that is, chapter 8's `EncoderBlock` with a causal
 #   mask, between token and position embeddings and a head onto the vocabulary (tied to the
 #   token embedding here, as in GPT).
@@ -583,13 +591,14 @@ for title, mask in masks.items():
 # ## Exercises
 #
 # **1. Greedy as a limit.** Show that `next_token_probs(logits, temperature, top_k=1)` puts
-# all its mass on the argmax, whatever the temperature, and that a very low temperature
+# all its mass on the argmax, whatever the temperature (when the largest logit is unique), and that a very low temperature
 # ($\tau = 0.01$) comes close to it on the trained model's logits after "The attention".
 #
 # <details>
 # <summary>Solution</summary>
 #
-# With $k = 1$ only the largest logit survives step 2, and the softmax of a single finite
+# With $k = 1$ only the largest logit survives step 2 (if it is unique; the helper keeps
+# ties), and the softmax of a single finite
 # number is 1. As $\tau \to 0$, $p_i \propto \exp((z_i - z_{\max})/\tau)$ sends every term
 # with $z_i < z_{\max}$ to 0, so the distribution tends to the same one-hot vector (when the
 # largest logit is unique). The cell below checks both.
