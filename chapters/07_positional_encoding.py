@@ -928,8 +928,9 @@ print(f"learned vectors per layer: 2k + 1 = {w_key.shape[0]} for the keys, as ma
 # Every row of the index matrix is the one above it shifted right by one, with the offsets
 # beyond $\pm 2$ folded into rows 0 and 4. Within the clipping distance the model can tell
 # every offset apart; beyond it, every key looks equally far. The cost is memory: the
-# relative term needs one $D$-vector per pair $(t, s)$, a $(T, T, D)$ tensor, which Shaw et
-# al. avoid by splitting the product into two matrix products (Section 3.3).
+# relative term needs one $D$-vector per pair $(t, s)$, a $(T, T, D)$ tensor. Shaw et al.
+# keep that tensor but share it across heads and across the sequences of a batch, and compute
+# the relative term apart from the content term, as a batch of matrix products (Section 3.3).
 #
 # ### T5: one learned number per bucket of offsets
 #
@@ -1223,11 +1224,13 @@ assert acc["rope", "beyond", 8 * L] < acc["learned", "beyond", 8 * L] - 0.2, acc
 #   the model has to *use* tokens farther back than anything in training. T5's bias keeps it
 #   at 99% or more: every distance from 12 on falls into the last of its 8 buckets, whose
 #   number training set, so a far key is scored like the farthest trained one. ALiBi keeps
-#   it between 85% and 99%, through its gentle head: with slope 1/256 a key 128 back loses
+#   it high (in this run between 85% and 99%), through its gentle head: with slope 1/256 a key 128 back loses
 #   only 0.5 nats (the table above), and that head puts more than 0.6 of its weight on the
-#   needle, while the head with slope 1/16 (8 nats at that distance) puts less than 0.4
-#   (medians over the seeds; in a single seed the two heads can come out closer, or the
-#   other way round). The sinusoidal encoding falls to between 60% and 85%, RoPE below 60%;
+#   needle, while the head with slope 1/16 (8 nats at that distance) puts less, in this run less
+#   than 0.4 (medians over the seeds; with another set of seeds the steep head's share can
+#   come out higher, and in a single seed the two heads can come out closer, or the other
+#   way round). The sinusoidal encoding falls, in this run to between 60% and 85% (other
+#   settings can take it below 60%), RoPE below 60%;
 #   RoPE's recall is lower at $8L$ than at $2L$ and $4L$, and in this run the sinusoids' is
 #   too (not with every set of seeds).
 # - **The two measures can disagree.** In this run, at $8L$ RoPE's loss with the answer near
@@ -1449,7 +1452,8 @@ print(f"(guessing among the sequence's other three symbols: {100 * guess:.0f}%)"
 #   ones) unless something is done about it, for example interpolating the positions into the
 #   trained range and fine-tuning briefly. ALiBi's distance penalties (one slope per head) keep
 #   perplexity flat beyond the trained length, while in one layer all heads but the gentlest
-#   give far tokens (with 8 heads, 2,047 back) almost no weight: flat perplexity is not evidence that far tokens are used.
+#   give far tokens (with 8 heads, 2,047 back) almost no weight unless their content scores
+#   are far higher than a near key's: flat perplexity is not evidence that far tokens are used.
 # - Relative schemes can also add a term to the score: Shaw et al. a learned vector per
 #   offset clipped at $\pm k$ (added to the key, and to the value), T5 a learned number per
 #   head and bucket of offsets (exact up to $N/2$, log-spaced up to `max_distance`, one bucket

@@ -1338,7 +1338,9 @@ class Recall(nn.Module):
 # Five seeds for each $H_\text{kv}$, 200 steps of Adam on batches of 64, then the loss and the
 # accuracy on 2,000 fresh sequences. The five models of one setting train side by side:
 # `torch.func.vmap` runs stacked copies of the parameters, and since Adam updates each
-# number on its own, every copy trains exactly as it would alone (only faster here).
+# number on its own, every copy gets the updates it would get alone on the same batches, up to
+# floating-point rounding (batched kernels round differently, and the differences grow over
+# the steps, so a copy trained alone does not end bit for bit the same); only faster here.
 
 # %%
 def train_recall(num_kv_heads, seeds=range(5), steps=200, batch=64, lr=1e-2):
@@ -1827,7 +1829,7 @@ for d in [64, 128]:
 # 32 key-value heads, 512 MiB with 8 and 64 MiB with one, so 31, 124 and 992 sequences fit.
 # At 128k tokens each sequence needs 32 times as much: 64 GiB (68.7 GB) with 32 key-value
 # heads, more than the memory left, so not even one sequence fits; 3 fit with 8 heads and
-# 31 with one. This is why long-context models share their key-value heads.
+# 31 with one. This is one reason why many long-context models share their key-value heads.
 #
 # </details>
 

@@ -1548,7 +1548,7 @@ for scale in [1, 2, 4, 8]:  # a longer query (as W_q can learn) raises the effec
 # $Y W_K W_V$ are a linear map of the keys $Y W_K$; a Transformer head has its own value
 # projection $W_V'$ of shape $(D, d_v)$, and $Y W_V'$ is a linear map of the keys for every
 # $Y$ only when every column of $W_V'$ lies in the span of the $d_k$ columns of $W_K$. With $d_k < D$, as in
-# every standard head, a generic $W_V'$ does not (checked below on random matrices). And the
+# every head of a layer with several heads, a generic $W_V'$ does not (checked below on random matrices); a single head with $d_k = D$ and an invertible $W_K$ meets the condition for any $W_V'$. And the
 # energy argument, which makes repeated updates settle, needs more: the output must live in
 # the space of the state, with the values equal to the keys, as in the modern network above.
 # So every attention head has the *form* of one Hopfield update, and it *is* one exactly when
@@ -1560,7 +1560,7 @@ for scale in [1, 2, 4, 8]:  # a longer query (as W_q can learn) raises the effec
 
 # %%
 generator = torch.Generator().manual_seed(0)
-d_model, d_k = 35, 8  # D and the head size, d_k < D as in every standard head
+d_model, d_k = 35, 8  # D and the head size, d_k < D as in every head of a multi-head layer
 w_key, w_value = torch.randn(2, d_model, d_k, generator=generator)  # W_K and W_V', (D, d_k) each
 rank_keys = torch.linalg.matrix_rank(w_key).item()
 rank_both = torch.linalg.matrix_rank(torch.cat([w_key, w_value], dim=1)).item()
@@ -1647,8 +1647,8 @@ print("attention(xi W_Q, Y W_K, Y W_K W_V) == (one Hopfield update of xi W_Q, pa
 # ## Exercises
 #
 # **1. Where the fall lies.** In the curves against network size, the first load at which
-# fewer than half of the patterns are kept lies above 0.138 at every size tried, and moves
-# down as $N$ grows. Give reasons why a measured crossing lies above 0.138, and say what you
+# fewer than half of the patterns are kept lies above 0.138 at every size tried, and, in the medians printed, moves
+# down as $N$ grows (another set of draws can give two neighbouring sizes the same median on this grid of loads). Give reasons why a measured crossing lies above 0.138, and say what you
 # expect for $N = 10{,}000$.
 #
 # <details>

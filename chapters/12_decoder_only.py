@@ -671,7 +671,7 @@ print(f"constant token: LayerNorm gives {LayerNorm(D)(constant).abs().max():.1f}
 # <details>
 # <summary>Solution</summary>
 #
-# Probably very little at this scale: a model that has learned mostly letter pairs and
+# Probably little or not at all at this scale (it may even rise at the same number of steps): a model that has learned mostly letter pairs and
 # short words uses a few characters of context, and 300 steps are too few to learn
 # dependencies 50 characters long. Each step also costs more. This is a
 # prediction, not a result: the chapter does not run it (ten runs of the larger model do not
