@@ -20,8 +20,9 @@ of that look runs on that one opening:
   natural size, no inline formula is cut (a wide one scrolls in a box a keyboard reaches),
   the sidebar drawer opens with the book's title in view.
 
-Under a sub-path (as GitHub Pages serves a project) each page is opened once more: offline,
-clean, typeset, every slider live. The 404 page, search and the launch links are checked at
+Desktop dark is opened under a sub-path, as GitHub Pages serves a project (the other looks at
+the root), and checks there too that maths is typeset and every slider is live (relative links
+to scripts, styles and widget state all resolve). The 404 page, search and the launch links are checked at
 the root and under the sub-path; a chapter printed (print media, ``page.pdf``) from light and
 dark mode reads dark on white, each live figure as a strip of frames; and each page's first
 view on the benchmark's phone once: at most 1.5 MB compressed and a first slider that becomes
@@ -29,8 +30,8 @@ usable (how soon, on the throttled phone, is a budget that `make bench` measures
 test).
 
 Screenshots go to ``_build/screenshots/``: desktop light at the root (``<page>.png``), the
-other looks in ``desktop-dark/``, ``phone-light/``, ``phone-dark/``, the sub-path in
-``sub-path/``, the sidebar in ``sidebar/``. They show the first screen of a page; with
+other looks in ``desktop-dark/`` (under the sub-path), ``phone-light/``, ``phone-dark/``, the
+sidebar in ``sidebar/``. They show the first screen of a page; with
 ``FULL_SCREENSHOTS=1`` the whole page, which costs seconds a
 shot on a long chapter. A page whose checks fail is always shot whole, in ``failed/``.
 
@@ -85,6 +86,8 @@ LOOKS = {
 }
 # Where each page is audited by axe-core.
 AUDITED = ["desktop-light", "desktop-dark", "phone-dark"]
+# The look opened under a sub-path (as GitHub Pages serves a project); the others at the root.
+SUB_PATH_LOOK = "desktop-dark"
 # What the theme used to load for its icons: nothing may request these any more.
 FULL_ICON_ASSETS = ("scripts/fontawesome.js", "vendor/fontawesome/webfonts/", "html-manager/")
 
@@ -266,12 +269,14 @@ def _shot(folder: str, page_path: str) -> Path:
 
 @pytest.mark.parametrize("look", list(LOOKS))
 @pytest.mark.parametrize("page_path", _pages() or ["index.html"])
-def test_page_in_each_look(browser, root_server, page_path, look):
+def test_page_in_each_look(browser, root_server, sub_path_server, page_path, look):
     """Every page at desktop and phone width, light and dark, opened once for all the checks
-    of that look (see the module's docstring); every problem found is reported together."""
+    of that look (see the module's docstring); every problem found is reported together.
+    Desktop dark is served under a sub-path, as GitHub Pages serves a project."""
     if look in AUDITED and not AXE.is_file():
         _unavailable(f"{AXE} not found: run `npm ci` (make book)")
-    opened = _open(browser, f"{root_server}/{page_path}", look)
+    base = sub_path_server if look == SUB_PATH_LOOK else root_server
+    opened = _open(browser, f"{base}/{page_path}", look)
     page, scheme = opened.page, LOOKS[look][1]
     problems: list[str] = []
     try:
@@ -306,6 +311,10 @@ def test_page_in_each_look(browser, root_server, page_path, look):
             problems += _search_control_checks(page)
         if look == "desktop-light":
             problems += _desktop_checks(opened, page_path)
+        if look == SUB_PATH_LOOK:  # relative links to scripts, styles and widget state resolve
+            if "$$" in page.locator("article, main, body").first.inner_text():
+                problems.append("raw $$ left in the page under a sub-path: maths was not typeset")
+            problems += _slider_checks(page, page_path)
         if look == "phone-light" and page_path != "404.html":
             problems += _phone_checks(page, page_path)
         if look in AUDITED:
@@ -457,32 +466,6 @@ def _sidebar_checks(page, page_path: str, look: str) -> list[str]:
     if not title["onTop"]:
         problems.append(f"the sidebar's title is covered: {title}")
     return problems
-
-
-@pytest.mark.parametrize("page_path", _pages() or ["index.html"])
-def test_page_under_a_sub_path(browser, sub_path_server, page_path):
-    """Served under a sub-path, as GitHub Pages serves a project: offline, no console error,
-    maths typeset and every slider live (relative links to scripts, styles and widget state
-    all resolve)."""
-    opened = _open(browser, f"{sub_path_server}/{page_path}")
-    page, problems = opened.page, []
-    try:
-        page.screenshot(path=str(_shot("sub-path", page_path)), full_page=FULL_PAGE)
-        if opened.external:
-            problems.append(f"requests left 127.0.0.1: {opened.external}")
-        errors = opened.errors
-        if page_path == "404.html":
-            errors = [e for e in errors if "404" not in e]
-        if errors:
-            problems.append(f"console errors: {errors}")
-        if "$$" in page.locator("article, main, body").first.inner_text():
-            problems.append("raw $$ left in the page: maths was not typeset")
-        problems += _slider_checks(page, page_path)
-        if problems:
-            page.screenshot(path=str(_shot("failed/sub-path", page_path)), full_page=True)
-    finally:
-        page.close()
-    assert not problems, f"{page_path} (sub-path):\n  " + "\n  ".join(problems)
 
 
 # Every figure of the page (static outputs and the visible live frames) with its displayed

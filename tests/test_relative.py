@@ -228,3 +228,11 @@ def test_copies_are_the_models_they_would_be_alone(scheme):
 def test_recall_model_refuses_an_unknown_scheme():
     with pytest.raises(ValueError, match="scheme"):
         RecallModel("nope")
+
+
+def test_train_recall_draws_from_the_model_s_own_vocabulary():
+    """A model with 32 keys and 4 values trains on data of 32 keys and 4 values (it used to
+    get the task's default 16 and 8, silently, or an index error)."""
+    model = RecallModel("alibi", seeds=(0,), num_keys=32, num_values=4)
+    losses = train_recall(model, steps=2, batch_size=8)
+    assert len(losses) == 1 and math.isfinite(losses[0])

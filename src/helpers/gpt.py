@@ -154,7 +154,14 @@ class GPT(nn.Module):
         idx (B, T) token ids, T ≥ 1; at each step the model reads the last ``max_len``
         tokens, and the next token is drawn from :func:`next_token_probs` of the last
         position's logits with ``torch.multinomial(..., generator=generator)``. Runs in
-        eval mode (the model's mode is restored). Returns (B, T + max_new_tokens).
+        eval mode (the model's mode is restored). Returns (B, T + max_new_tokens), on
+        ``idx``'s device (the model's).
+
+        ``generator`` may live on any device: the draw is made on the generator's device
+        (the probabilities, (B, V), are moved there and the tokens back), so a CPU
+        ``torch.Generator().manual_seed(s)`` works with a model on CUDA, and a
+        ``torch.Generator(device="cuda")`` keeps the draw on the GPU. With None, torch's
+        global stream of the model's device is used.
         """
         check_tensor(idx, "idx", "(B, T)", ndim=2)
         require(
@@ -180,7 +187,10 @@ class GPT(nn.Module):
             for _ in range(max_new_tokens):
                 logits, _ = self._forward(idx[:, -self.max_len :])  # (B, t, V)
                 probs = _next_token_probs(logits[:, -1], temperature, top_k)  # (B, V)
+                if generator is not None:  # draw where the generator lives
+                    probs = probs.to(generator.device)
                 next_token = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+                next_token = next_token.to(idx.device)
                 idx = torch.cat([idx, next_token], dim=1)  # (B, t + 1)
         finally:
             self.train(was_training)

@@ -105,7 +105,8 @@ def recall(
     """Run the Hopfield dynamics from ``state`` (…, N) of ±1 for ``steps`` steps.
 
     ``mode="async"``: a step is one sweep over all N units in a random order (drawn from
-    ``generator``), each set in turn to the sign of its current input h_i = Σ_j W_ij s_j
+    ``generator``, on the generator's device: a CPU one, the default, gives the same order
+    whatever the device of ``weights`` and ``state``), each set in turn to the sign of its current input h_i = Σ_j W_ij s_j
     (kept when h_i = 0); with a symmetric, zero-diagonal W the energy never increases.
     ``mode="sync"``: all units at once, s ← sign(W s) (may end in a 2-cycle). Several states
     (…, N) are updated side by side, in the same unit order.
@@ -125,6 +126,7 @@ def recall(
             f"{tuple(weights.shape)} and state {tuple(state.shape)}"
         )
     state = state.to(weights.dtype).clone()
+    draw_device = None if generator is None else generator.device  # the order: a CPU draw
     # energy() keeps its input for autograd: give it a copy, as the sweep writes in place
     energies = [energy(weights, state.clone())]
     for _ in range(steps):
@@ -132,7 +134,8 @@ def recall(
         if mode == "sync":
             state = _sign(state @ weights, state)  # W is symmetric: (W s)ᵀ = sᵀ W
         else:
-            for i in torch.randperm(num_units, generator=generator).tolist():
+            order = torch.randperm(num_units, generator=generator, device=draw_device)
+            for i in order.tolist():
                 state[..., i] = _sign(state @ weights[i], state[..., i])  # row i = column i
         energies.append(energy(weights, state.clone()))
         if torch.equal(state, previous):  # a fixed point: the remaining steps change nothing

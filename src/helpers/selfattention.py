@@ -103,7 +103,8 @@ def windowed_attention(
     v_band = nn.functional.pad(v, pad).unfold(-2, width, 1)  # (…, T, Dv, 2w+1)
     scale = math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0  # D = 0: all scores are 0
     scores = torch.einsum("...td,...tdc->...tc", q, k_band) / scale
-    key_index = torch.arange(num_positions)[:, None] - window + torch.arange(width)  # (T, 2w+1)
+    rows = torch.arange(num_positions, device=q.device)[:, None]  # (T, 1)
+    key_index = rows - window + torch.arange(width, device=q.device)  # (T, 2w+1)
     inside = (key_index >= 0) & (key_index < num_positions)
-    weights = _masked_softmax(scores, inside.to(q.device))  # (…, T, 2w+1)
+    weights = _masked_softmax(scores, inside)  # (…, T, 2w+1)
     return torch.einsum("...tc,...tdc->...td", weights, v_band), weights

@@ -210,8 +210,9 @@ def decision_grid(
         margin: how far the grid reaches beyond the points (finite, >= 0).
 
     Returns:
-        ``(xx, yy, probs)``, each (R, R): grid coordinates (as ``meshgrid(indexing="xy")``)
-        and P(class 1) at each grid point.
+        ``(xx, yy, probs)``, each (R, R), on ``x``'s device: grid coordinates (as
+        ``meshgrid(indexing="xy")``) and P(class 1) at each grid point. The grid is fed
+        to the model on the device of its parameters (x's if it has none).
     """
     require(callable(model), f"model must be callable (e.g. an nn.Module), got {describe(model)}")
     check_tensor(x, "x", "(N, 2)", floating=True)
@@ -219,12 +220,11 @@ def decision_grid(
     require(x.shape[0] > 0, "x must hold at least one point to span the grid, got N=0")
     resolution = check_int(resolution, "resolution", 1)
     check_real(margin, "margin", minimum=0)
-    low, high = x.min(dim=0).values - margin, x.max(dim=0).values + margin
-    xx, yy = torch.meshgrid(
-        torch.linspace(low[0], high[0], resolution),
-        torch.linspace(low[1], high[1], resolution),
-        indexing="xy",
-    )
+    low, high = (x.min(dim=0).values - margin).tolist(), (x.max(dim=0).values + margin).tolist()
+    axes = (torch.linspace(low[i], high[i], resolution) for i in range(2))
+    xx, yy = torch.meshgrid(*axes, indexing="xy")  # (R, R) each, on the CPU
     grid = torch.stack([xx.reshape(-1), yy.reshape(-1)], dim=1)  # (R*R, 2)
+    parameter = next(model.parameters(), None) if isinstance(model, nn.Module) else None
+    grid = grid.to(x.device if parameter is None else parameter.device)
     probs = class1_probability(model(grid)).reshape(resolution, resolution)
-    return xx, yy, probs
+    return xx.to(x.device), yy.to(x.device), probs.to(x.device)

@@ -26,19 +26,23 @@ def corrupt(
     pattern: torch.Tensor, fraction: float, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """A copy of ``pattern`` (…, N) of ±1 with round(fraction · N) units flipped, chosen at
-    random (separately for each pattern of a batch) from ``generator``.
+    random (separately for each pattern of a batch) from ``generator``, on ``pattern``'s
+    device. The units are drawn on the generator's device (the CPU for None or a CPU
+    generator, so a seed flips the same units whatever the device of ``pattern``).
 
     Args:
         pattern: a non-empty tensor (…, N) of −1 and +1 entries.
         fraction: the fraction of the N units to flip, in [0, 1].
-        generator: the random source (the global one if None).
+        generator: the random source (torch's global CPU one if None), on any device.
     """
     fraction = check_real(fraction, "fraction", minimum=0.0, maximum=1.0)
     check_pm1(pattern, "pattern", "(…, N)")
     check_generator(generator)
     num_flips = round(fraction * pattern.shape[-1])
-    order = torch.rand(pattern.shape, generator=generator).argsort(dim=-1)  # random permutation
-    flip = order < num_flips  # exactly num_flips True per row
+    draw_device = None if generator is None else generator.device
+    noise = torch.rand(pattern.shape, generator=generator, device=draw_device)  # (…, N)
+    order = noise.argsort(dim=-1)  # a random permutation
+    flip = (order < num_flips).to(pattern.device)  # exactly num_flips True per row
     return torch.where(flip, -pattern, pattern)
 
 
@@ -61,7 +65,8 @@ def capacity_curve(
         pattern_counts: the counts P, positive integers (an empty sequence gives an empty
             tensor).
         trials: sets of patterns per count, a positive integer.
-        generator: the random source of the patterns and of the unit order.
+        generator: the random source of the patterns and of the unit order, a CPU
+            ``torch.Generator`` (the patterns are drawn and recalled on the CPU).
         steps: recall sweeps, a non-negative integer.
         tolerance: the fraction of wrong units still counted as kept, in [0, 1].
     """

@@ -50,7 +50,8 @@ def qa_stories(
     """``num_stories`` random stories with a question needing 1 or 2 supporting facts.
 
     Returns ``(story (B, M, 3), question (B, 2), answer (B,))`` of token ids (see
-    :data:`WORDS`), M = num_people + num_objects sentences in random order.
+    :data:`WORDS`), M = num_people + num_objects sentences in random order, on the CPU,
+    drawn from ``generator``, a CPU ``torch.Generator`` (or None, torch's global one).
     """
     num_stories = check_int(num_stories, "num_stories", 1)
     require(
@@ -105,7 +106,8 @@ def train_memory_network(
 ) -> list[float]:
     """Train ``model`` with Adam on ``data = (story, question, answer)`` for ``steps`` steps
     of ``batch_size`` stories drawn from ``generator``, with cross-entropy on the answer.
-    Returns the training loss of each step."""
+    The rows are drawn on the CPU (``generator`` a CPU ``torch.Generator``, on any device)
+    and the batches moved to the model's device. Returns the training loss of each step."""
     check_instance(model, MemoryNetwork, "model")
     steps = check_int(steps, "steps", 1)
     lr = check_real(lr, "lr", minimum=0.0)
@@ -114,11 +116,14 @@ def train_memory_network(
     story, question, answer = data
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
+    device = model.embeddings[0].weight.device  # the batches go where the model is
     model.train()
     for _ in range(steps):
         rows = torch.randint(0, len(answer), (batch_size,), generator=generator)
-        logits, _ = model(story[rows], question[rows])  # (batch, V)
-        loss = F.cross_entropy(logits, answer[rows])
+        rows = rows.to(answer.device)
+        batch = (story[rows].to(device), question[rows].to(device), answer[rows].to(device))
+        logits, _ = model(batch[0], batch[1])  # (batch, V)
+        loss = F.cross_entropy(logits, batch[2])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -128,9 +133,11 @@ def train_memory_network(
 
 @torch.no_grad()
 def accuracy(model: MemoryNetwork, data: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> float:
-    """The share of ``data = (story, question, answer)`` that ``model`` answers right."""
+    """The share of ``data = (story, question, answer)`` that ``model`` answers right (the
+    data are moved to the model's device)."""
     check_instance(model, MemoryNetwork, "model")
-    story, question, answer = data
+    device = model.embeddings[0].weight.device
+    story, question, answer = (t.to(device) for t in data)
     model.eval()
     logits, _ = model(story, question)
     return (logits.argmax(-1) == answer).float().mean().item()

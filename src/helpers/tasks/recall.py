@@ -67,7 +67,8 @@ def recall_task(
 ) -> RecallData:
     """``num_sequences`` sequences of ``seq_len`` tokens, the needle at a distance drawn
     uniformly from ``min_distance … max_distance`` (default ``seq_len − 1``) before the
-    query. Draws from ``generator`` if given, else from a private one seeded by ``seed``."""
+    query. Draws from ``generator`` if given (a CPU ``torch.Generator``: the data are made
+    on the CPU), else from a private one seeded by ``seed``."""
     num_sequences = check_int(num_sequences, "num_sequences", minimum=1)
     seq_len = check_int(seq_len, "seq_len", minimum=2)
     min_distance = check_int(min_distance, "min_distance", minimum=1)
@@ -108,10 +109,11 @@ class RecallModel(nn.Module):
     num_keys=16, num_values=8, t5_buckets=8, t5_max_distance=16)``. Every parameter has a
     leading axis of S = len(seeds) copies; copy s is initialised from a generator seeded by
     ``seeds[s]`` (embeddings N(0, 1), weights U(±1/√D) as ``nn.Linear``; T5 biases 0), so
-    the copies are S separate models computed in one pass. ``forward(keys, values)`` takes
-    long tensors (S, N, T) (or (N, T), shared) and returns the logits (S, N, num_values) at
-    the last position; the attention weights of the last call, (S, N, H, T), stay in
-    ``self.weights``.
+    the copies are S separate models computed in one pass (drawn on the CPU, so the same on
+    every device; move the model with ``.to(device)``). ``forward(keys, values)`` takes
+    long tensors (S, N, T) (or (N, T), shared; moved to the model's device) and returns the
+    logits (S, N, num_values) at the last position; the attention weights of the last
+    call, (S, N, H, T), stay in ``self.weights``.
     """
 
     def __init__(
@@ -134,6 +136,8 @@ class RecallModel(nn.Module):
         self.d_model = check_int(d_model, "d_model", minimum=2)
         require(d_model % (2 * num_heads) == 0, "d_model must be a multiple of 2 * num_heads")
         self.train_len = check_int(train_len, "train_len", minimum=2)
+        self.num_keys = check_int(num_keys, "num_keys", minimum=2)
+        self.num_values = check_int(num_values, "num_values", minimum=2)
         self.t5_buckets, self.t5_max_distance = t5_buckets, t5_max_distance
         d, bound = d_model, 1 / math.sqrt(d_model)
         shapes = {
@@ -168,24 +172,27 @@ class RecallModel(nn.Module):
         copies = len(self.seeds)
         if keys.dim() == 2:
             keys, values = keys.expand(copies, -1, -1), values.expand(copies, -1, -1)
-        t = keys.shape[-1]
-        member = torch.arange(copies)[:, None, None]  # (S, 1, 1)
+        t, device = keys.shape[-1], self.key_embedding.device  # build on the model's device
+        keys, values = keys.to(device), values.to(device)
+        member = torch.arange(copies, device=device)[:, None, None]  # (S, 1, 1)
         x = self.key_embedding[member, keys] + self.value_embedding[member, values]  # (S, N, T, D)
         if self.scheme == "sinusoidal":
-            x = x + sinusoidal_encoding(t, self.d_model)
+            x = x + sinusoidal_encoding(t, self.d_model, dtype=x.dtype).to(device)
         elif self.scheme == "learned":  # clamp: positions past the table reuse its last row
-            x = x + self.positions[:, None, torch.arange(t).clamp(max=self.train_len - 1)]
+            clamped = torch.arange(t, device=device).clamp(max=self.train_len - 1)  # (T,)
+            x = x + self.positions[:, None, clamped]
         qkv = x @ self.w_qkv[:, None] + self.b_qkv[:, None, None]  # (S, N, T, 3D)
         q, k, v = qkv.split(self.d_model, dim=-1)
         q, k, v = self._heads(q[:, :, -1:]), self._heads(k), self._heads(v)  # query: last token
         if self.scheme == "rope":
-            q = rotary_embedding(q, torch.tensor([t - 1]))
+            q = rotary_embedding(q, torch.tensor([t - 1], device=device))
             k = rotary_embedding(k)
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (S, N, H, 1, T)
         if self.scheme == "alibi":
-            scores = scores + alibi_bias(self.num_heads, 1, t)  # (H, 1, T)
+            bias = alibi_bias(self.num_heads, 1, t, device=device)  # (H, 1, T), float32
+            scores = scores + bias.to(x.dtype)
         elif self.scheme == "t5":
-            offsets = torch.arange(t) - (t - 1)  # key position − query position
+            offsets = torch.arange(t, device=device) - (t - 1)  # key position − query position
             buckets = relative_position_bucket(
                 offsets,
                 bidirectional=False,
@@ -210,7 +217,8 @@ def train_recall(
     """Train every copy on its own fresh batches of length ``model.train_len`` (needle
     anywhere), with Adam; the data of copy s come from a generator seeded by
     ``1000 + model.seeds[s]``. Adam acts elementwise and the loss is a sum over copies, so
-    each copy trains as it would alone. Returns each copy's last batch loss."""
+    each copy trains as it would alone. The batches are drawn on the CPU and moved to the
+    model's device. Returns each copy's last batch loss."""
     check_instance(model, RecallModel, "model")
     steps, batch_size = check_int(steps, "steps"), check_int(batch_size, "batch_size", minimum=1)
     lr = check_real(lr, "lr", minimum=0, exclusive_minimum=True)
@@ -219,11 +227,20 @@ def train_recall(
     model.train()
     losses = torch.full((len(generators),), float("nan"))
     for _ in range(steps):
-        batches = [recall_task(batch_size, model.train_len, generator=g) for g in generators]
+        batches = [
+            recall_task(
+                batch_size,
+                model.train_len,
+                num_keys=model.num_keys,
+                num_values=model.num_values,
+                generator=g,
+            )
+            for g in generators
+        ]
         keys = torch.stack([b.keys for b in batches])  # (S, N, T)
         values = torch.stack([b.values for b in batches])
-        answer = torch.stack([b.answer for b in batches])  # (S, N)
-        logits = model(keys, values)  # (S, N, V)
+        answer = torch.stack([b.answer for b in batches]).to(model.key_embedding.device)
+        logits = model(keys, values)  # (S, N, V); answer (S, N), on the model's device
         losses = F.cross_entropy(logits.flatten(0, 1), answer.flatten(), reduction="none")
         losses = losses.reshape(answer.shape).mean(1)  # (S,)
         optimizer.zero_grad()
@@ -234,12 +251,13 @@ def train_recall(
 
 
 def recall_scores(model: RecallModel, data: RecallData) -> tuple[list[float], list[float]]:
-    """Each copy's accuracy and mean cross-entropy (nats) on ``data`` (shared by all)."""
+    """Each copy's accuracy and mean cross-entropy (nats) on ``data`` (shared by all; moved
+    to the model's device)."""
     check_instance(model, RecallModel, "model")
     check_instance(data, RecallData, "data")
     with torch.no_grad():
         logits = model(data.keys, data.values)  # (S, N, V)
-    answer = data.answer.expand(len(model.seeds), -1)
+    answer = data.answer.to(logits.device).expand(len(model.seeds), -1)
     accuracy = (logits.argmax(-1) == answer).float().mean(1)
     loss = F.cross_entropy(logits.transpose(1, 2), answer, reduction="none").mean(1)
     return accuracy.tolist(), loss.tolist()

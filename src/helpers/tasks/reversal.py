@@ -60,7 +60,8 @@ def reversal_batch(
     Every source has ``length`` = S digits, or, with ``min_length``, a random length in
     [min_length, S] padded with PAD_ID. ``tgt_out`` is the reversed digits then EOS_ID
     (then PAD_ID); ``tgt_in`` is BOS_ID then the reversed digits (then PAD_ID). Draws from
-    ``generator`` (torch's global generator if None). ``batch_size`` may be 0.
+    ``generator`` (torch's global generator if None), a CPU ``torch.Generator``: the batch
+    is made on the CPU (move it with ``.to(device)``). ``batch_size`` may be 0.
     """
     batch_size = check_int(batch_size, "batch_size")
     length, lo = check_lengths(length, min_length)

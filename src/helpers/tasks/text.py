@@ -101,7 +101,10 @@ class CharTokenizer:
 
 def lm_batch(data: torch.Tensor, batch_size: int, block_size: int, generator=None):
     """B random windows of ``data`` (N,): inputs x (B, T) and targets y (B, T), y being x
-    shifted one character on (the next character at every position)."""
+    shifted one character on (the next character at every position), on ``data``'s device.
+    The window starts are drawn on the CPU: ``generator`` is a CPU ``torch.Generator`` (or
+    None, torch's global CPU stream) whatever the device of ``data``, so a seed gives the
+    same windows on every device."""
     check_tensor(data, "data", "(N,)", ndim=1)
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     block_size = check_int(block_size, "block_size", minimum=1)
@@ -124,7 +127,9 @@ def train_lm(
 ) -> list[float]:
     """Train a language model (logits (B, T, V) first in what it returns) on random windows
     of ``data`` (N,) with AdamW and next-character cross-entropy, the learning rate decaying
-    from ``lr`` to ``lr / 10`` along a cosine. Returns the training loss of every step."""
+    from ``lr`` to ``lr / 10`` along a cosine. The windows are drawn by :func:`lm_batch`
+    (``generator`` a CPU ``torch.Generator``, on any device) and moved to the model's
+    device. Returns the training loss of every step."""
     steps = check_int(steps, "steps", minimum=1)
     lr = check_real(lr, "lr", minimum=0, exclusive_minimum=True)
     generator = check_generator(generator)
@@ -132,9 +137,10 @@ def train_lm(
     schedule = lambda step: 0.1 + 0.45 * (1 + math.cos(math.pi * step / steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     losses = []
+    device = next(model.parameters()).device  # the batches go where the model is
     model.train()
     for _ in range(steps):
-        x, y = lm_batch(data, batch_size, block_size, generator)  # (B, T) each
+        x, y = (t.to(device) for t in lm_batch(data, batch_size, block_size, generator))
         logits = model(x)[0]  # (B, T, V)
         loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
         optimizer.zero_grad(set_to_none=True)
@@ -149,7 +155,8 @@ def train_lm(
 @torch.no_grad()
 def lm_loss(model, data: torch.Tensor, block_size: int = 64, max_windows: int = 64) -> float:
     """Mean next-character cross-entropy (nats) of ``model`` on up to ``max_windows``
-    evenly spaced, non-overlapping windows of ``data`` (N,): the same windows every call."""
+    evenly spaced, non-overlapping windows of ``data`` (N,): the same windows every call,
+    moved to the model's device."""
     check_tensor(data, "data", "(N,)", ndim=1)
     block_size = check_int(block_size, "block_size", minimum=1)
     max_windows = check_int(max_windows, "max_windows", minimum=1)
@@ -159,6 +166,8 @@ def lm_loss(model, data: torch.Tensor, block_size: int = 64, max_windows: int = 
     starts = torch.arange(count) * stride  # (B,)
     offsets = torch.arange(block_size)  # (T,)
     x, y = data[starts[:, None] + offsets], data[starts[:, None] + offsets + 1]  # (B, T)
+    device = next(model.parameters()).device
+    x, y = x.to(device), y.to(device)
     was_training = model.training
     model.eval()
     logits = model(x)[0]  # (B, T, V)
