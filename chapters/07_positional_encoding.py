@@ -869,8 +869,9 @@ print("positions 0 ... 7 and 100 ... 107: the same weights in all 4 heads, the s
 # ## Relative positions in the score
 #
 # RoPE makes the score relative by rotating queries and keys. The other relative schemes
-# leave the vectors alone and add to the score of query $t$ and key $s$ a term that depends
-# on the offset $s - t$ alone. Three of them, in the order they appeared: a learned *vector*
+# rotate nothing and add to the score of query $t$ and key $s$ a term whose only dependence
+# on position is through the offset $s - t$ (Shaw et al.'s also depends on the query's content,
+# and they add a vector per offset to the values as well). Three of them, in the order they appeared: a learned *vector*
 # per offset (Shaw et al.), a learned *number* per bucket of offsets (T5), and a fixed number
 # per distance (ALiBi). Each is written out below as a loop over $(t, s)$, then checked
 # against the book's helper in `helpers.relative`.
@@ -927,10 +928,14 @@ print(f"learned vectors per layer: 2k + 1 = {w_key.shape[0]} for the keys, as ma
 # %% [markdown]
 # Every row of the index matrix is the one above it shifted right by one, with the offsets
 # beyond $\pm 2$ folded into rows 0 and 4. Within the clipping distance the model can tell
-# every offset apart; beyond it, every key looks equally far. The cost is memory: the
-# relative term needs one $D$-vector per pair $(t, s)$, a $(T, T, D)$ tensor. Shaw et al.
+# every offset apart; beyond it, every key looks equally far. Computed as written (and as
+# `shaw_attention` computes it), the cost is memory: the relative term gathers one $D$-vector
+# per pair $(t, s)$, a $(T, T, D)$ tensor. Shaw et al.
 # keep that tensor but share it across heads and across the sequences of a batch, and compute
-# the relative term apart from the content term, as a batch of matrix products (Section 3.3).
+# the relative term apart from the content term, as a batch of matrix products (Section 3.3). The tensor is not required, though: scoring
+# each query against the $2k + 1$ rows of the table first, a $(T, 2k + 1)$ product, and then
+# picking each pair's entry gives the same scores (and for the values, the weights of the
+# pairs that share a row can be summed before that row's vector is added).
 #
 # ### T5: one learned number per bucket of offsets
 #
@@ -981,8 +986,8 @@ assert both.tolist() == [9, 13, 15, 15, 31] and causal_far.tolist() == [31, 31],
 
 # %% [markdown]
 # Offsets 0 to 7 back (bidirectional) get a bucket each; 12 back already shares bucket 9
-# with its neighbours, 50 back shares bucket 13, and from about 128 back every offset lands in
-# bucket 15 (31 for keys after the query; causal, 31 for everything far back). A model can
+# with its neighbours, 50 back shares bucket 13, and by 128 back (`max_distance`; the last bucket
+# begins somewhat earlier) every offset lands in bucket 15 (31 for keys after the query; causal, 31 for everything far back). A model can
 # tell "one back" from "two back" but not "1000 back" from "5000 back", so nothing it
 # learned about a distance stops applying at a longer input: past `max_distance`, the last
 # bucket's number is reused.
@@ -1023,11 +1028,12 @@ print("alibi_bias(8, 6)[0], head 1 (slope 1/2), causal part:")
 print(bias[0].tril() + 0.0)  # + 0.0 turns -0.0 into 0.0
 
 # %% [markdown]
-# All three are additive terms on the scores, the same place chapter 4 put its additive
-# mask; a causal mask adds $-\infty$ where ALiBi adds $-m_h(t - s)$. And all three, like
-# RoPE, depend on $s - t$ only, so they are shift invariant. What they do differently is
+# All three add a term to the scores (Shaw et al. also one to the values), the same place
+# chapter 4 put its additive mask; a causal mask adds $-\infty$ where ALiBi adds $-m_h(t - s)$.
+# And all three, like RoPE, depend on the positions through $s - t$ only, so they are shift
+# invariant. What they do differently is
 # what happens at offsets larger than any seen in training: Shaw et al.'s vectors and T5's
-# numbers clip to the last trained one, ALiBi's penalty keeps growing along the same line.
+# numbers stop at their last one (a trained one only if the training inputs reach that far), ALiBi's penalty keeps growing along the same line.
 #
 # ## Shift invariance is not length extrapolation
 #
@@ -1134,8 +1140,10 @@ assert slow.sum() == 23 and new_angles.sum() == 17 and new_both_signs.sum() == 1
 # model must output the needle's value (chance: 1 in 8). The answer is found by content
 # alone, so a model with no position information at all could in principle solve it at any
 # length. A longer input also brings more distractor keys, which can cost something by
-# itself, so a large failure at a longer length points at the position scheme, a small one
-# not necessarily. The model is one
+# itself, and more after shorter training (with fewer steps than below, even a model with no
+# position information at all can lose about as much on near answers at $8L$ as RoPE does
+# below); so in models trained as long as these a large failure at a longer length points at
+# the position scheme, a small one not necessarily. The model is one
 # attention layer of 2 heads, $D = 32$, in which the query token attends to every token
 # (itself included), a residual connection and a linear read-out, with each of the five
 # schemes: the sinusoidal encoding added to the input; a learned table of $L$ rows added to
@@ -1215,21 +1223,27 @@ assert acc["rope", "beyond", 8 * L] < acc["learned", "beyond", 8 * L] - 0.2, acc
 # `benchmarks/extrapolation.py` prints the full table, every length, median and range):
 #
 # - **The loss with the answer within $L$** (the needle where training put it, more tokens
-#   before it) stays below 0.05 nats for T5's bias and ALiBi at every length up to $8L$. With
-#   the sinusoidal encoding, the clamped learned table and RoPE it rises far above that at
-#   $8L$ (in this run above 0.7 nats for the sinusoids, the other two in between; which of
-#   the three is highest changes with the seeds): positions the model never saw change the
-#   inputs it matches on, even though the answer is close.
+#   before it) stays low for T5's bias and ALiBi at every length up to $8L$ (in this run below 0.05
+#   nats; with a smaller learning rate T5's rose a little above that at $8L$, still well
+#   below the other three; with fewer training steps T5's can rise at $8L$
+#   almost to RoPE's, though every model has still learned the task at $L$). With the sinusoidal encoding, the clamped learned table and RoPE
+#   it rises far higher at $8L$ (in this run above 0.7 nats for the sinusoids, the other two in between; which of
+#   the three is highest changes with the seeds): positions the model never saw change what it
+#   matches on, even though the answer is close. With the two added encodings they change the
+#   inputs themselves; RoPE scores every offset within $L$ as in training, so its rise comes
+#   from the keys farther back than any trained offset, which take weight from the needle.
 # - **Recall from beyond $L$** (the needle 16 to 127 back at $8L$; chance 12.5%) is where
 #   the model has to *use* tokens farther back than anything in training. T5's bias keeps it
-#   at 99% or more: every distance from 12 on falls into the last of its 8 buckets, whose
+#   near perfect (in this run 99% or more; with fewer training steps it can come out lower): every distance from 12 on falls into the last of its 8 buckets, whose
 #   number training set, so a far key is scored like the farthest trained one. ALiBi keeps
-#   it high (in this run between 85% and 99%), through its gentle head: with slope 1/256 a key 128 back loses
-#   only 0.5 nats (the table above), and that head puts more than 0.6 of its weight on the
-#   needle, while the head with slope 1/16 (8 nats at that distance) puts less, in this run less
-#   than 0.4 (medians over the seeds; with another set of seeds the steep head's share can
-#   come out higher, and in a single seed the two heads can come out closer, or the other
-#   way round). The sinusoidal encoding falls, in this run to between 60% and 85% (other
+#   it high (in this run between 85% and 99%, and through its gentle head): with slope 1/256 a key 128 back loses
+#   only 0.5 nats (the table above), and in this run that head puts more than 0.6 of its weight on the
+#   needle, while the head with slope 1/16 (8 nats at that distance) puts less than 0.4
+#   (medians over the seeds; with another set of seeds the steep head's share can
+#   come out higher, with a smaller learning rate the gentle head's lower, and in a single
+#   seed the two heads can come out closer, or the other way round; in a wider model the
+#   steep head's content scores can outweigh its penalty, and with one set of seeds it, not
+#   the gentle head, carried most of the weight on the needle in the median). The sinusoidal encoding falls, in this run to between 60% and 85% (other
 #   settings can take it below 60%), RoPE below 60%;
 #   RoPE's recall is lower at $8L$ than at $2L$ and $4L$, and in this run the sinusoids' is
 #   too (not with every set of seeds).
@@ -1242,7 +1256,7 @@ assert acc["rope", "beyond", 8 * L] < acc["learned", "beyond", 8 * L] - 0.2, acc
 #   is there.
 #
 # The bounds of this: one attention layer, $D = 32$, a task that needs no position at all,
-# lengths up to 128. The ALiBi result says that its gentlest head still reaches 127 tokens
+# lengths up to 128. The ALiBi result says that its gentlest head can still reach 127 tokens
 # back (the learned table's result rests on the clamp, a choice made here); at the thousands of tokens of a real context the earlier table shows even that head
 # paying 8 nats at distance 2,047, and nothing here was measured there. A task that needs
 # positions (counting back a fixed number of tokens, say) could rank the schemes
@@ -1459,9 +1473,9 @@ print(f"(guessing among the sequence's other three symbols: {100 * guess:.0f}%)"
 #   head and bucket of offsets (exact up to $N/2$, log-spaced up to `max_distance`, one bucket
 #   beyond), ALiBi a fixed penalty $-m_h(t - s)$ with slopes $2^{-8h/n}$.
 # - Trained at length 16 on a recall task that needs no positions (one layer, 5 seeds per
-#   scheme) and tested up to 128, T5's bias and ALiBi kept both the near loss low and the
+#   scheme) and tested up to 128, T5's bias and ALiBi (at this training budget) kept both the near loss low and the
 #   recall of answers beyond the training length high; at 8 times the training length RoPE
-#   recalled fewer than 60% of those, the sinusoids 60% to 85%. In this run a low loss on near answers did not predict recall of
+#   recalled fewer than 60% of those, the sinusoids (in this run) 60% to 85%. In this run a low loss on near answers did not predict recall of
 #   far ones (RoPE against the clamped learned table; the order of their near losses changes with the seeds), so using a longer context has to be
 #   measured with an answer that lies there.
 # - Adding the encoding keeps the width; in high dimension word vectors and encodings are

@@ -231,3 +231,18 @@ def test_digit_patterns_dtypes():
     for dtype in (torch.bool, torch.uint8, "float32"):
         with pytest.raises(ValueError, match="dtype must be a floating or signed integer"):
             digit_patterns(dtype)
+
+
+def test_a_tie_is_a_tie_on_every_cpu():
+    """An input that is exactly 0 (Hebbian weights k/N often cancel) comes out of float
+    arithmetic as ±1e-8 or so, with a sign set by the order of the additions, hence by the
+    CPU: recall counts it as a tie and keeps the unit, as integer arithmetic does."""
+    generator = torch.Generator().manual_seed(0)
+    patterns = torch.randint(0, 2, (6, 35), generator=generator) * 2.0 - 1  # (P, N)
+    weights = hebbian_weights(patterns)
+    states = torch.randint(0, 2, (2000, 35), generator=generator) * 2.0 - 1
+    exact = states.long() @ (weights * 35).round().long()  # (2000, N): 35 h, in integers
+    assert (exact == 0).any(), "no tie to test"
+    want = torch.where(exact > 0, 1.0, torch.where(exact < 0, -1.0, states))
+    got, _ = recall(weights, states, 1, mode="sync")
+    torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -43,9 +43,22 @@ __all__ = [
 ]
 
 
-def _sign(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-    """sign(h), keeping the old value where h = 0 (so a tie never raises the energy)."""
-    return torch.where(h > 0, torch.ones_like(old), torch.where(h < 0, -torch.ones_like(old), old))
+def _sign(h: torch.Tensor, old: torch.Tensor, tie: float = 0.0) -> torch.Tensor:
+    """sign(h), keeping the old value where |h| <= tie (so a tie never raises the energy)."""
+    return torch.where(
+        h > tie, torch.ones_like(old), torch.where(h < -tie, -torch.ones_like(old), old)
+    )
+
+
+def _tie_tolerance(weights: torch.Tensor) -> float:
+    """How far from 0 an input h_i = Σ_j W_ij s_j of ±1 states may land by rounding alone: a
+    sum that is exactly 0 (Hebbian weights k/N often cancel) comes out as ±1e-8 or so, with a
+    sign that depends on the order of the additions, hence on the CPU's vector units. Counted
+    as a tie, such an input keeps the unit's value on every CPU."""
+    if not weights.is_floating_point():
+        return 0.0
+    scale = float(weights.abs().sum(-1).max())  # the largest |h| any ±1 state can produce
+    return 64 * torch.finfo(weights.dtype).eps * scale
 
 
 def hebbian_weights(patterns: torch.Tensor) -> torch.Tensor:
@@ -107,7 +120,8 @@ def recall(
     ``mode="async"``: a step is one sweep over all N units in a random order (drawn from
     ``generator``, on the generator's device: a CPU one, the default, gives the same order
     whatever the device of ``weights`` and ``state``), each set in turn to the sign of its current input h_i = Σ_j W_ij s_j
-    (kept when h_i = 0); with a symmetric, zero-diagonal W the energy never increases.
+    (kept when h_i = 0, or within rounding of 0, so that a tie is a tie on every CPU); with a
+    symmetric, zero-diagonal W the energy never increases.
     ``mode="sync"``: all units at once, s ← sign(W s) (may end in a 2-cycle). Several states
     (…, N) are updated side by side, in the same unit order.
 
@@ -126,17 +140,18 @@ def recall(
             f"{tuple(weights.shape)} and state {tuple(state.shape)}"
         )
     state = state.to(weights.dtype).clone()
+    tie = _tie_tolerance(weights)
     draw_device = None if generator is None else generator.device  # the order: a CPU draw
     # energy() keeps its input for autograd: give it a copy, as the sweep writes in place
     energies = [energy(weights, state.clone())]
     for _ in range(steps):
         previous = state.clone()
         if mode == "sync":
-            state = _sign(state @ weights, state)  # W is symmetric: (W s)ᵀ = sᵀ W
+            state = _sign(state @ weights, state, tie)  # W is symmetric: (W s)ᵀ = sᵀ W
         else:
             order = torch.randperm(num_units, generator=generator, device=draw_device)
             for i in order.tolist():
-                state[..., i] = _sign(state @ weights[i], state[..., i])  # row i = column i
+                state[..., i] = _sign(state @ weights[i], state[..., i], tie)  # row i = column i
         energies.append(energy(weights, state.clone()))
         if torch.equal(state, previous):  # a fixed point: the remaining steps change nothing
             energies += [energies[-1]] * (steps + 1 - len(energies))

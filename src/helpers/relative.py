@@ -1,7 +1,8 @@
 """Relative positions as terms of the attention score: Shaw et al., T5's buckets, ALiBi.
 
-Each scheme leaves the inputs alone and changes the score of query i and key j by something
-that depends on the offset j − i only:
+Each scheme leaves the inputs alone and changes the score of query i and key j by a term
+that depends on the positions only through the offset j − i (Shaw et al.'s term also depends
+on the query's content, and they add to the values as well):
 
 - Shaw et al. (2018), Section 3: a learned vector per clipped offset,
   ``clip(j − i, −k, k)``, added to the key inside the score (and to the value inside the
@@ -163,7 +164,8 @@ def relative_position_bucket(
     all buckets go to distances ``n = −offset ≥ 0``. With N buckets for one direction,
     distances ``n < N/2`` get a bucket each (exact), and larger ones share the rest,
     log-spaced: ``N/2 + ⌊log(n / (N/2)) / log(max_distance / (N/2)) · N/2⌋``, capped at
-    N − 1, so every distance from about ``max_distance`` on falls into the last bucket.
+    N − 1, so every distance from ``max_distance`` on falls into the last bucket (which
+    begins somewhat earlier: at 91 for 16 buckets a direction and ``max_distance`` 128).
     The same arithmetic (float32 logarithm, truncation) as Mesh TensorFlow's and Hugging
     Face's ``_relative_position_bucket``, so the buckets agree at the boundaries too.
 
