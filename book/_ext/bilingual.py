@@ -24,6 +24,7 @@ Both editions load it; ``language`` (zh_CN in the Chinese edition's config, writ
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -107,22 +108,79 @@ def switch_for(pagename: str, chinese: bool, translated: set[str], root_doc: str
 
 
 def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
-    if app.builder.format != "html" or doctree is None:
+    if app.builder.format != "html":
         return
-    switch = switch_for(
-        pagename, is_chinese(app), app.env.bilingual_translated, app.config.root_doc
-    )
+    translated = app.env.bilingual_translated
+    if doctree is None:  # search.html, genindex.html: each edition has its own
+        translated = translated | {pagename}
+    switch = switch_for(pagename, is_chinese(app), translated, app.config.root_doc)
     context["language_switch"] = switch
     tags = "".join(
         f'<link rel="alternate" hreflang="{lang}" href="{url}" />\n'
         for lang, url in switch["alternates"].items()
     )
     context["metatags"] = context.get("metatags", "") + tags
+    if is_chinese(app) and pagename == app.config.root_doc and context.get("body"):
+        pages = untranslated_pages(Path(app.confdir), app.env.bilingual_translated)
+        context["body"] = TOCTREE_END.sub(
+            lambda m: m.group(0) + untranslated_note(pages, "../" * pagename.count("/") + "../"),
+            context["body"],
+            count=1,
+        )
     if is_chinese(app):
         status = app.env.bilingual_status.get(pagename)
         behind = status and (status["fuzzy"] + status["untranslated"])
         if behind and context.get("body"):
             context["body"] = behind_note(behind, switch["url"]) + context["body"]
+
+
+# The end of the root page's table of contents (a toctree wrapper holds no nested <div>).
+TOCTREE_END = re.compile(r'<div class="toctree-wrapper compound">.*?</div>\n?', re.S)
+
+
+def notebook_title(path: Path) -> str:
+    """A notebook's title: the first level-1 heading of its Markdown cells."""
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "markdown":
+            for line in "".join(cell["source"]).splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return ""
+
+
+def untranslated_pages(confdir: Path, translated: set[str]) -> list[tuple[str, str]]:
+    """The pages of _toc.yml that have no translation yet, with their English titles."""
+    toc = yaml.safe_load((confdir / "_toc.yml").read_text(encoding="utf-8"))
+    pages = []
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            page = str(Path(chapter.get("file", "")).with_suffix(""))
+            if not page or page in translated:
+                continue
+            source = confdir / f"{page}.ipynb"
+            title = page
+            if source.is_file():
+                title = notebook_title(source) or page
+            pages.append((page, title))
+    return pages
+
+
+def untranslated_note(pages: list[tuple[str, str]], to_root: str) -> str:
+    """The Chinese home page's list of the chapters still to be translated, linking to the
+    English pages (``to_root``: the relative path from the page to the site's root)."""
+    if not pages:
+        return ""
+    items = "".join(
+        f'<li><a href="{to_root}{page}.html" hreflang="en" lang="en">{html.escape(title)}</a></li>'
+        for page, title in pages
+    )
+    return (
+        '<div class="admonition note untranslated-pages">'
+        '<p class="admonition-title">尚未翻译的章节</p>'
+        "<p>以下各章正在改写，改写完成后再译成中文；在此之前请阅读英文版"
+        "（每页右上角的“中文版首页”按钮会带你回到这里）：</p>"
+        f"<ul>{items}</ul></div>\n"
+    )
 
 
 def behind_note(behind: int, english_url: str) -> str:
