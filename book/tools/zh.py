@@ -59,6 +59,10 @@ def zh_config(english: dict) -> dict:
             # Sphinx's Chinese search splits words with jieba; bilingual.py gives it the
             # glossary's Chinese terms as its user dictionary (html_search_options).
             "html_search_language": "zh",
+            # myst-nb's toggle of a hidden cell ("Show code cell source"); the book hides
+            # a cell's input (hide-input) or the whole cell (hide-cell)
+            "nb_code_prompt_show": "显示代码",
+            "nb_code_prompt_hide": "隐藏代码",
         }
     )
     # The 404 page is the site's, served from its root: one copy, the English edition's.
@@ -140,7 +144,10 @@ def update_catalogs(pots: Path, catalogs: Path = CATALOGS) -> list[str]:
         if po_path.is_file():
             with po_path.open("rb") as f:
                 catalog = read_po(f, locale=LANGUAGE)
+            before, created = _messages(catalog), catalog.creation_date
             catalog.update(template, update_header_comment=False)
+            if _messages(catalog) == before:  # nothing changed: no new date in the diff
+                catalog.creation_date = created
         else:
             catalog = template
             catalog.locale = LANGUAGE
@@ -152,6 +159,12 @@ def update_catalogs(pots: Path, catalogs: Path = CATALOGS) -> list[str]:
         counts = count(po_path)
         lines.append(f"{page}: {format_counts(counts)}")
     return lines
+
+
+def _messages(catalog) -> list[tuple]:
+    return [(m.id, m.string, sorted(m.flags)) for m in catalog if m.id] + [
+        (m.id, m.string) for m in catalog.obsolete.values()
+    ]
 
 
 def count(po_path: Path) -> dict[str, int]:
