@@ -72,6 +72,25 @@ def test_the_catalog_of_each_chinese_page_is_complete(page):
     assert counts["translated"] > 0
 
 
+def test_the_chinese_part_captions_are_the_catalogs_translations():
+    """_toc.zh.yml's captions are what the root page's catalog translates the English
+    captions to (Sphinx extracts them from _toc.yml but does not apply them to the sidebar)."""
+    from babel.messages.pofile import read_po
+
+    english = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    chinese = yaml.safe_load((ROOT / "_toc.zh.yml").read_text(encoding="utf-8"))
+    caption_of = {
+        c["file"]: part["caption"] for part in english["parts"] for c in part["chapters"]
+    }
+    with (CATALOGS / f"{Path(chinese['root']).with_suffix('')}.po").open("rb") as f:
+        catalog = read_po(f)
+    for part in chinese["parts"]:
+        captions = {caption_of[c["file"]] for c in part["chapters"]}
+        assert len(captions) == 1, f"{part['caption']}: pages of several English parts"
+        message = catalog.get(captions.pop())
+        assert message is not None and message.string == part["caption"], part["caption"]
+
+
 def test_the_built_chinese_edition_is_not_behind_the_english():
     status = json.loads(_built(ZH_SITE / "_static" / "translation-status.json"))
     assert sorted(status) == sorted(_zh_pages())
