@@ -85,8 +85,10 @@ $(STAGE)/.config: _config.yml _toc.yml _toc.zh.yml
 # The Chinese edition (中文版): the same sources, their text from the catalogs in
 # locales/zh_CN/LC_MESSAGES, its own table of contents and a config written from _config.yml
 # (book/tools/zh.py); built after the English one and copied into the site's zh/ folder.
+# Sphinx rebuilds a page when its catalog changes, but not when the theme's strings
+# (locales/zh_CN/LC_MESSAGES/sphinx.po) do: a change to those starts from a clean stage.
 ZH_STAGE := _build/stage-zh
-$(ZH_STAGE)/.config: _config.yml _toc.yml _toc.zh.yml book/tools/zh.py
+$(ZH_STAGE)/.config: _config.yml _toc.yml _toc.zh.yml book/tools/zh.py locales/zh_CN/LC_MESSAGES/sphinx.po
 	@rm -rf $(ZH_STAGE) && mkdir -p $(ZH_STAGE) && touch $@
 	$(PY) book/tools/zh.py config $(ZH_STAGE)/_config.zh.yml
 
