@@ -72,6 +72,79 @@ def test_the_catalog_of_each_chinese_page_is_complete(page):
     assert counts["translated"] > 0
 
 
+MATH = re.compile(r"\$\$.*?\$\$|\$[^$]+\$", re.S)
+ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
+TARGET = re.compile(r"<([^<>]+)>\s*$")
+
+
+def _role_key(name: str, content: str) -> str:
+    """A role by what it points at: ``{term}`queries <query>``` and ``{term}`查询 <query>```
+    are the same link, with other text."""
+    target = TARGET.search(content)
+    return f"{{{name}}}{(target.group(1) if target else content).strip()}"
+
+
+def _glossary_names() -> dict[str, str]:
+    """Each glossary headword (lower case, as {term} looks it up) -> its Chinese name."""
+    text = (ROOT / "book" / "glossary.md").read_text(encoding="utf-8")
+    pairs = re.findall(r"^(\S[^\n]*)\n  \*\*(.+?)\*\*", text, re.M)
+    return {term.strip().lower(): re.split(r"[（(]", name)[0].strip() for term, name in pairs}
+
+
+CODE = re.compile(r"(?<![`}])`[^`]+`")
+
+
+def _markup(text: str) -> dict:
+    return {
+        # sets: a translation may name a symbol twice where the English says "it"
+        "maths": sorted(set(MATH.findall(text))),
+        "roles": sorted({_role_key(n, c) for n, c in ROLE.findall(text)}),
+        "code": sorted(set(CODE.findall(ROLE.sub("", text)))),
+        "bold": text.count("**"),
+    }
+
+
+@pytest.mark.parametrize("page", _zh_pages())
+def test_a_translation_keeps_the_markup_of_its_english(page):
+    """Every formula, role ({term}, {doc}, {cite:p}) and code span of a message is in its
+    translation, unchanged, and nothing else of the kind; bold marks as many."""
+    from babel.messages.pofile import read_po
+
+    with (CATALOGS / f"{page}.po").open("rb") as f:
+        catalog = read_po(f)
+    wrong = [
+        (message.id[:60], _markup(message.id), _markup(message.string))
+        for message in catalog
+        if message.id and message.string and _markup(message.id) != _markup(message.string)
+    ]
+    assert not wrong, f"{page}: markup changed in {len(wrong)} messages: {wrong[:3]}"
+
+
+@pytest.mark.parametrize("page", _zh_pages())
+def test_a_glossary_link_reads_as_the_glossary_names_it(page):
+    """Where the English links a glossary term, the translation's link text is the term's
+    Chinese name as the glossary gives it (nndl and the Chinese d2l usage), never an
+    alternative: ``{term}`queries <query>``` becomes ``{term}`查询 <query>```."""
+    from babel.messages.pofile import read_po
+
+    names = _glossary_names()
+    with (CATALOGS / f"{page}.po").open("rb") as f:
+        catalog = read_po(f)
+    wrong = []
+    for message in catalog:
+        if not message.string:
+            continue
+        for name, content in ROLE.findall(message.string):
+            if name != "term":
+                continue
+            target = TARGET.search(content)
+            term = (target.group(1) if target else content).strip().lower()
+            shown = TARGET.sub("", content).strip() if target else content.strip()
+            if names.get(term) and names[term] not in shown:
+                wrong.append(f"{content!r}: the glossary's name is {names[term]!r}")
+    assert not wrong, f"{page}: {wrong[:5]}"
+
+
 def test_the_chinese_part_captions_are_the_catalogs_translations():
     """_toc.zh.yml's captions are what the root page's catalog translates the English
     captions to (Sphinx extracts them from _toc.yml but does not apply them to the sidebar)."""
@@ -79,9 +152,7 @@ def test_the_chinese_part_captions_are_the_catalogs_translations():
 
     english = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     chinese = yaml.safe_load((ROOT / "_toc.zh.yml").read_text(encoding="utf-8"))
-    caption_of = {
-        c["file"]: part["caption"] for part in english["parts"] for c in part["chapters"]
-    }
+    caption_of = {c["file"]: part["caption"] for part in english["parts"] for c in part["chapters"]}
     with (CATALOGS / f"{Path(chinese['root']).with_suffix('')}.po").open("rb") as f:
         catalog = read_po(f)
     for part in chinese["parts"]:
