@@ -8,7 +8,7 @@ Both editions load it; ``language`` (zh_CN in the Chinese edition's config, writ
    ``../``), so it works offline, from file:// and under any sub-path, and
    ``<link rel="alternate" hreflang="...">`` tags for both editions. An English page without a
    translation yet (not in ``_toc.zh.yml``) links to the Chinese edition's home page instead,
-   and says so ("中文版首页"); it gets no hreflang tags.
+   and says so ("中文版首页", "中文" on a phone); it gets no hreflang tags.
 2. The Chinese edition's chrome: the search box's placeholder (Jupyter Book 1 fixes it in
    English through ``html_theme_options``, which is extended here, not replaced), and
    Sphinx's Chinese search with the glossary's Chinese terms as jieba's user dictionary, so
@@ -100,7 +100,9 @@ def switch_for(pagename: str, chinese: bool, translated: set[str], root_doc: str
         }
     return {
         "url": f"{up}{ZH_FOLDER}/{root_doc}.html",
-        "text": "中文版首页",
+        # on a phone only "中文" shows (book.css): a chapter's header has no room for more
+        "text": "中文",
+        "more": "版首页",
         "lang": "zh-CN",
         "title": "本页尚无中文翻译：打开中文版首页",
         "alternates": {},
