@@ -13,7 +13,7 @@ PORT   ?= 8000
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .DEFAULT_GOAL := book
-.PHONY: book test unit serve execute lab clean bench check-python check-tools client-envs \
+.PHONY: book test unit serve execute lab clean bench check-python check-tools client-envs catalogs \
 	lint-envs set-repo nbval nbval-reduced-cpu test-site test-clients
 
 check-python:
@@ -78,17 +78,39 @@ book/vendor/.stamp: node_modules/.package-lock.json book/tools/vendor.py $(VENV)
 
 # Sphinx builds incrementally and never deletes the page of a document that is no longer a
 # source; a change of configuration or table of contents therefore starts from a clean stage.
-$(STAGE)/.config: _config.yml _toc.yml
+# The English pages' language switch depends on _toc.zh.yml (which pages have a translation).
+$(STAGE)/.config: _config.yml _toc.yml _toc.zh.yml
 	@rm -rf $(STAGE) && mkdir -p $(STAGE) && touch $@
+
+# The Chinese edition (中文版): the same sources, their text from the catalogs in
+# locales/zh_CN/LC_MESSAGES, its own table of contents and a config written from _config.yml
+# (book/tools/zh.py); built after the English one and copied into the site's zh/ folder.
+# Sphinx rebuilds a page when its catalog changes, but not when the theme's strings
+# (locales/zh_CN/LC_MESSAGES/sphinx.po) do: a change to those starts from a clean stage.
+ZH_STAGE := _build/stage-zh
+$(ZH_STAGE)/.config: _config.yml _toc.yml _toc.zh.yml book/tools/zh.py locales/zh_CN/LC_MESSAGES/sphinx.po
+	@rm -rf $(ZH_STAGE) && mkdir -p $(ZH_STAGE) && touch $@
+	$(PY) book/tools/zh.py config $(ZH_STAGE)/_config.zh.yml
 
 # Build in a staging folder; the site in _build/html is replaced only when the build is
 # clean (zero warnings), so a failed build never leaves a half-built site behind.
-book: check-tools $(VENV)/.installed book/vendor/.stamp $(STAGE)/.config
+book: check-tools $(VENV)/.installed book/vendor/.stamp $(STAGE)/.config $(ZH_STAGE)/.config
 	@echo "Building the book (jupyter-book build . -W -n --keep-going) ..."
 	@$(VENV)/bin/jupyter-book build . --path-output $(STAGE) -W -n --keep-going --quiet \
 		|| { echo "error: the book build failed or warned (see above); $(SITE) left as it was"; exit 1; }
-	@rm -rf $(SITE).new && cp -a $(STAGE)/_build/html $(SITE).new && rm -rf $(SITE) && mv $(SITE).new $(SITE)
+	@echo "Building the Chinese edition (--config $(ZH_STAGE)/_config.zh.yml --toc _toc.zh.yml) ..."
+	@$(VENV)/bin/jupyter-book build . --config $(ZH_STAGE)/_config.zh.yml --toc _toc.zh.yml \
+		--path-output $(ZH_STAGE) -W -n --keep-going --quiet \
+		|| { echo "error: the Chinese edition's build failed or warned (see above); $(SITE) left as it was"; exit 1; }
+	@$(PY) book/tools/zh.py status $(ZH_STAGE)/_build/html/_static/translation-status.json
+	@rm -rf $(SITE).new && cp -a $(STAGE)/_build/html $(SITE).new \
+		&& cp -a $(ZH_STAGE)/_build/html $(SITE).new/zh && rm -rf $(SITE) && mv $(SITE).new $(SITE)
 	@echo "Built the book: open $(CURDIR)/$(SITE)/index.html (or run: make serve)"
+
+# The Chinese edition's catalogs, refreshed from the English sources of the pages in
+# _toc.zh.yml: new paragraphs untranslated, changed ones fuzzy (CONTRIBUTING.md, "Translation").
+catalogs: $(VENV)/.installed book/vendor/.stamp
+	$(PY) book/tools/zh.py catalogs
 
 # Tests run in parallel, one pytest-xdist worker per core. They spread one by one, but a
 # notebook's cells (nbval) and the client tests stay on one worker, in order: the scheduler
@@ -159,6 +181,7 @@ trust: $(VENV)/.installed
 
 # `make help` prints these lines (tests/test_first_hour.py checks that every target is here).
 ## make book                  build the site into _build/html (creates .venv, runs npm ci)
+## make catalogs             refresh the Chinese edition's catalogs (locales/zh_CN) from the English
 ## make serve [PORT=8000]     serve the built site on http://127.0.0.1:PORT/
 ## make lab [LAB_ARGS=...]    JupyterLab on a scratch copy of the chapters in _build/lab
 ##                            (LAB_ARGS="--port=8890 --no-browser"; --allow-root added for root)

@@ -8,6 +8,10 @@ What is measured, and how:
 (a) Clean build: ``jupyter-book build . --path-output <tmpdir> -W -n --keep-going`` into a
     fresh temporary folder (never _build/), wall-clock time of the whole command.
 (b) No-op rebuild: the same command again with nothing changed. Budget: 15 s.
+(b') The Chinese edition's clean build (``--config`` written by ``book/tools/zh.py config``,
+    ``--toc _toc.zh.yml``) into the same temporary folder's ``zh/``. Budget: the English
+    clean build's time, so that both editions together build in at most twice the
+    English build's time.
 (c) Chapter execution: each chapter (default: chapters/*.ipynb) is read and run top to
     bottom in a fresh kernel with nbclient, as ``book/tools/execute.py`` does (widget
     state stored, working directory chapters/), but on the in-memory copy only: the
@@ -49,11 +53,13 @@ def jupyter_book() -> str:
     return found
 
 
-def timed_build(out: Path, toc: Path | None) -> dict:
+def timed_build(out: Path, toc: Path | None, config: Path | None = None) -> dict:
     """Run one build into ``out``; return seconds, exit code and the warning count."""
     cmd = [jupyter_book(), "build", ".", "--path-output", str(out), "-W", "-n", "--keep-going"]
     if toc:
         cmd += ["--toc", str(toc)]
+    if config:
+        cmd += ["--config", str(config)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -89,6 +95,17 @@ def bench_build(toc: Path | None) -> list[dict]:
             print("  the build failed or warned (times are still reported):")
             for line in clean["problems"][:10]:
                 print(f"    {line}")
+        zh_config = out / "zh" / "_config.zh.yml"
+        subprocess.run(
+            [sys.executable, str(ROOT / "book" / "tools" / "zh.py"), "config", str(zh_config)],
+            cwd=ROOT,
+            check=True,
+        )
+        zh = timed_build(out / "zh", ROOT / "_toc.zh.yml", zh_config)
+        rows.append({"figure": "Chinese edition, clean build", "budget_s": clean["seconds"], **zh})
+        print(f"  Chinese edition: {zh['seconds']:.1f} s (exit {zh['returncode']})", flush=True)
+        for line in zh["problems"][:10]:
+            print(f"    {line}")
     return rows
 
 

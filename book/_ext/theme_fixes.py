@@ -332,7 +332,9 @@ def _fix_built_pages(app: Sphinx, exception: Exception | None) -> None:
         if "_static" in path.parts or "_sources" in path.parts:
             continue
         page = path.read_text(encoding="utf-8")
-        fixed = name_live_figures(mark_chinese(page))
+        # the Chinese edition's pages are Chinese as a whole (<html lang="zh-CN">)
+        chinese = (app.config.language or "").startswith("zh")
+        fixed = name_live_figures(page if chinese else mark_chinese(page))
         if fixed != page:
             path.write_text(fixed, encoding="utf-8")
 

@@ -1,0 +1,386 @@
+"""The Chinese edition (中文版): catalogs, the language switch, hreflang, search, status.
+
+* The catalogs of the pages in _toc.zh.yml are complete: no message untranslated or fuzzy
+  (``make catalogs`` marks a changed English paragraph fuzzy; this test then fails until the
+  translation is updated), and the built edition's own count agrees
+  (``zh/_static/translation-status.json``, which also counts paragraphs changed after the
+  catalogs were last refreshed).
+* The status and the note: a message missing from a catalog counts as untranslated, a fuzzy
+  one as fuzzy, and a page with either shows the "behind the English" note.
+* The switch and the hreflang tags of every built page point at its twin (or, for an
+  English page without a translation, at the Chinese home page), by relative links that exist.
+* In Chromium, offline, at the root and under a sub-path: the switch opens the same page both
+  ways; searching 多头注意力 finds the glossary; no request leaves 127.0.0.1 on a Chinese page.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "_build" / "html"
+ZH_SITE = SITE / "zh"
+CATALOGS = ROOT / "locales" / "zh_CN" / "LC_MESSAGES"
+
+pytestmark = pytest.mark.book
+
+
+def _load(name: str, path: Path):
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+zh = _load("_book_tools_zh", ROOT / "book" / "tools" / "zh.py")
+bilingual = _load("_book_ext_bilingual", ROOT / "book" / "_ext" / "bilingual.py")
+
+
+def _zh_pages() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.zh.yml").read_text(encoding="utf-8"))
+    return [str(Path(p).with_suffix("")) for p in zh.toc_files(toc)]
+
+
+def _built(path: Path) -> str:
+    if not path.is_file():
+        pytest.skip(f"{path} not built: run `make book`")
+    return path.read_text(encoding="utf-8")
+
+
+# --- Catalogs and status
+
+
+@pytest.mark.parametrize("page", _zh_pages())
+def test_the_catalog_of_each_chinese_page_is_complete(page):
+    po = CATALOGS / f"{page}.po"
+    assert po.is_file(), f"{po.relative_to(ROOT)} missing: run `make catalogs` and translate it"
+    counts = zh.count(po)
+    assert counts["fuzzy"] == 0 and counts["untranslated"] == 0, (
+        f"{page}: {zh.format_counts(counts)}: translate the new messages and review the fuzzy "
+        f"ones in {po.relative_to(ROOT)} (then remove their '#, fuzzy' flag)"
+    )
+    assert counts["translated"] > 0
+
+
+MATH = re.compile(r"\$\$.*?\$\$|\$[^$]+\$", re.S)
+ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
+TARGET = re.compile(r"<([^<>]+)>\s*$")
+
+
+def _role_key(name: str, content: str) -> str:
+    """A role by what it points at: ``{term}`queries <query>``` and ``{term}`查询 <query>```
+    are the same link, with other text."""
+    target = TARGET.search(content)
+    return f"{{{name}}}{(target.group(1) if target else content).strip()}"
+
+
+def _glossary_names() -> dict[str, str]:
+    """Each glossary headword (lower case, as {term} looks it up) -> its Chinese name."""
+    text = (ROOT / "book" / "glossary.md").read_text(encoding="utf-8")
+    pairs = re.findall(r"^(\S[^\n]*)\n  \*\*(.+?)\*\*", text, re.M)
+    return {term.strip().lower(): re.split(r"[（(]", name)[0].strip() for term, name in pairs}
+
+
+CODE = re.compile(r"(?<![`}])`[^`]+`")
+
+
+def _markup(text: str) -> dict:
+    return {
+        # sets: a translation may name a symbol twice where the English says "it"
+        "maths": sorted(set(MATH.findall(text))),
+        "roles": sorted({_role_key(n, c) for n, c in ROLE.findall(text)}),
+        "code": sorted(set(CODE.findall(ROLE.sub("", text)))),
+        "bold": text.count("**"),
+    }
+
+
+@pytest.mark.parametrize("page", _zh_pages())
+def test_a_translation_keeps_the_markup_of_its_english(page):
+    """Every formula, role ({term}, {doc}, {cite:p}) and code span of a message is in its
+    translation, unchanged, and nothing else of the kind; bold marks as many."""
+    from babel.messages.pofile import read_po
+
+    with (CATALOGS / f"{page}.po").open("rb") as f:
+        catalog = read_po(f)
+    wrong = [
+        (message.id[:60], _markup(message.id), _markup(message.string))
+        for message in catalog
+        if message.id and message.string and _markup(message.id) != _markup(message.string)
+    ]
+    assert not wrong, f"{page}: markup changed in {len(wrong)} messages: {wrong[:3]}"
+
+
+@pytest.mark.parametrize("page", _zh_pages())
+def test_a_glossary_link_reads_as_the_glossary_names_it(page):
+    """Where the English links a glossary term, the translation's link text is the term's
+    Chinese name as the glossary gives it (nndl and the Chinese d2l usage), never an
+    alternative: ``{term}`queries <query>``` becomes ``{term}`查询 <query>```."""
+    from babel.messages.pofile import read_po
+
+    names = _glossary_names()
+    with (CATALOGS / f"{page}.po").open("rb") as f:
+        catalog = read_po(f)
+    wrong = []
+    for message in catalog:
+        if not message.string:
+            continue
+        for name, content in ROLE.findall(message.string):
+            if name != "term":
+                continue
+            target = TARGET.search(content)
+            term = (target.group(1) if target else content).strip().lower()
+            shown = TARGET.sub("", content).strip() if target else content.strip()
+            if names.get(term) and names[term] not in shown:
+                wrong.append(f"{content!r}: the glossary's name is {names[term]!r}")
+    assert not wrong, f"{page}: {wrong[:5]}"
+
+
+def test_the_chinese_part_captions_are_the_catalogs_translations():
+    """_toc.zh.yml's captions are what the root page's catalog translates the English
+    captions to (Sphinx extracts them from _toc.yml but does not apply them to the sidebar)."""
+    from babel.messages.pofile import read_po
+
+    english = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    chinese = yaml.safe_load((ROOT / "_toc.zh.yml").read_text(encoding="utf-8"))
+    caption_of = {c["file"]: part["caption"] for part in english["parts"] for c in part["chapters"]}
+    with (CATALOGS / f"{Path(chinese['root']).with_suffix('')}.po").open("rb") as f:
+        catalog = read_po(f)
+    for part in chinese["parts"]:
+        captions = {caption_of[c["file"]] for c in part["chapters"]}
+        assert len(captions) == 1, f"{part['caption']}: pages of several English parts"
+        message = catalog.get(captions.pop())
+        assert message is not None and message.string == part["caption"], part["caption"]
+
+
+def test_the_built_chinese_edition_is_not_behind_the_english():
+    status = json.loads(_built(ZH_SITE / "_static" / "translation-status.json"))
+    assert sorted(status) == sorted(_zh_pages())
+    behind = {p: c for p, c in status.items() if c["fuzzy"] or c["untranslated"]}
+    assert not behind, f"pages behind the English (make catalogs, then translate): {behind}"
+
+
+def test_a_changed_or_new_paragraph_counts_and_shows_the_note(tmp_path):
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+
+    catalog = Catalog(locale="zh_CN")
+    catalog.add("Attention is a weighted average.", "注意力是一种加权平均。")
+    catalog.add("Masks are boolean.", "掩码是布尔型的。", flags=["fuzzy"])
+    po = tmp_path / "page.po"
+    with po.open("wb") as f:
+        write_po(f, catalog)
+    messages = ["Attention is a weighted average.", "Masks are boolean.", "A new paragraph."]
+    counts = bilingual.catalog_status(messages, po)
+    assert counts == {"translated": 1, "fuzzy": 1, "untranslated": 1}, counts
+    assert bilingual.catalog_status(messages, tmp_path / "missing.po")["untranslated"] == 3
+    note = bilingual.behind_note(2, "../../book/glossary.html")
+    assert "本页的翻译落后于英文版" in note and 'href="../../book/glossary.html"' in note
+
+
+def test_catalog_update_marks_a_changed_paragraph_fuzzy(tmp_path):
+    """What `make catalogs` does with babel: a changed English message keeps its old
+    translation, flagged fuzzy; a new one is added untranslated."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+
+    old = Catalog(locale="zh_CN")
+    old.add("The scores go through a softmax.", "分数经过softmax。")
+    (tmp_path / "pots" / "book").mkdir(parents=True)
+    (tmp_path / "po" / "book").mkdir(parents=True)
+    with (tmp_path / "po" / "book" / "intro.po").open("wb") as f:
+        write_po(f, old)
+    template = Catalog()
+    template.add("The scores go through a softmax, so the weights sum to one.")
+    template.add("A brand-new paragraph.")
+    with (tmp_path / "pots" / "book" / "intro.pot").open("wb") as f:
+        write_po(f, template)
+    lines = zh.update_catalogs(tmp_path / "pots", tmp_path / "po")
+    assert lines == ["book/intro: 0 translated, 1 fuzzy, 1 untranslated"], lines
+
+
+def test_the_chinese_config_extends_the_english_one():
+    english = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    config = zh.zh_config(english)
+    settings = config["sphinx"]["config"]
+    assert settings["language"] == "zh_CN" and settings["html_search_language"] == "zh"
+    assert settings["locale_dirs"] == ["locales"] and settings["gettext_compact"] is False
+    # the theme options Jupyter Book writes (launch buttons, ...) must survive: the search
+    # placeholder is set by book/_ext/bilingual.py, never by replacing html_theme_options
+    assert "html_theme_options" not in settings
+    assert config["launch_buttons"] == english["launch_buttons"]
+    for path in config["sphinx"]["local_extensions"].values():
+        assert Path(path).is_absolute() and Path(path).is_dir()
+
+
+def test_the_glossary_gives_jieba_its_chinese_terms():
+    words = bilingual.glossary_words((ROOT / "book" / "glossary.md").read_text(encoding="utf-8"))
+    for term in (
+        "多头注意力",
+        "自注意力",
+        "注意力掩码",
+        "缩放点积注意力",
+        "S型函数",
+        "sigmoid函数",
+    ):
+        assert term in words, term
+    assert all(" " not in w for w in words)
+
+
+@pytest.mark.parametrize(
+    "pagename, chinese, url",
+    [
+        ("book/glossary", False, "../zh/book/glossary.html"),
+        ("book/glossary", True, "../../book/glossary.html"),
+        ("book/intro", True, "../../book/intro.html"),
+        ("chapters/04_masking", False, "../zh/book/intro.html"),  # no translation yet
+        ("genindex", True, "../genindex.html"),
+    ],
+)
+def test_the_switch_url_is_relative_and_names_the_same_page(pagename, chinese, url):
+    translated = {"book/intro", "book/glossary"}
+    switch = bilingual.switch_for(pagename, chinese, translated, "book/intro")
+    assert switch["url"] == url
+    if not chinese and pagename not in translated:
+        assert switch["text"] + switch["more"] == "中文版首页" and switch["alternates"] == {}
+
+
+# --- The built site: switch, hreflang, lang, placeholder
+
+SWITCH = re.compile(r'<a href="([^"]+)" class="btn btn-sm btn-language-switch"')
+ALTERNATE = re.compile(r'<link rel="alternate" hreflang="([^"]+)" href="([^"]+)" />')
+
+
+def _site_pages(folder: Path, exclude: Path | None = None) -> list[Path]:
+    return [
+        p
+        for p in folder.rglob("*.html")
+        if "_static" not in p.parts
+        and "_sources" not in p.parts
+        and (exclude is None or exclude not in p.parents)
+    ]
+
+
+def _resolve(page: Path, href: str) -> Path:
+    return (page.parent / urllib.parse.unquote(href.split("#")[0])).resolve()
+
+
+def test_every_page_links_to_its_twin():
+    _built(ZH_SITE / "book" / "intro.html")
+    # search.html and genindex.html: each edition builds its own
+    translated = set(_zh_pages()) | {"search", "genindex"}
+    checked = 0
+    for page in _site_pages(SITE, exclude=ZH_SITE) + _site_pages(ZH_SITE):
+        html = page.read_text(encoding="utf-8")
+        if 'http-equiv="Refresh"' in html or page.name == "404.html":
+            continue  # index.html's redirect, the self-contained 404 page
+        chinese = ZH_SITE in page.parents
+        rel = page.relative_to(ZH_SITE if chinese else SITE).with_suffix("").as_posix()
+        switch = SWITCH.search(html)
+        assert switch, f"{page.relative_to(SITE)}: no language switch"
+        target = _resolve(page, switch.group(1))
+        if chinese:
+            expected = SITE / f"{rel}.html"
+        elif rel in translated:
+            expected = ZH_SITE / f"{rel}.html"
+        else:
+            expected = ZH_SITE / "book" / "intro.html"
+        assert target == expected.resolve(), f"{page.relative_to(SITE)}: switch -> {target}"
+        assert target.is_file(), f"{page.relative_to(SITE)}: switch -> missing {target}"
+        alternates = dict(ALTERNATE.findall(html))
+        if chinese or rel in translated:
+            assert set(alternates) == {"en", "zh-CN"}, (page, alternates)
+            for lang, href in alternates.items():
+                assert not href.startswith(("/", "http")), href
+                assert _resolve(page, href).is_file(), (page, lang, href)
+            assert _resolve(page, alternates["zh-CN" if chinese else "en"]) == page.resolve()
+        else:
+            assert alternates == {}, (page, alternates)
+        checked += 1
+    assert checked >= 10
+
+
+def test_chinese_pages_are_marked_chinese_with_a_chinese_search_box():
+    for page in ("book/intro.html", "book/glossary.html", "search.html"):
+        html = _built(ZH_SITE / page)
+        assert '<html lang="zh-CN"' in html, page
+        assert 'placeholder="搜索本书……"' in html, page
+    english = _built(SITE / "book" / "glossary.html")
+    assert '<html lang="en"' in english and "搜索本书" not in english
+
+
+def test_the_chinese_home_lists_the_chapters_not_yet_translated():
+    html = _built(ZH_SITE / "book" / "intro.html")
+    assert "尚未翻译的章节" in html
+    assert 'href="../../chapters/04_masking.html"' in html
+    assert (SITE / "chapters" / "04_masking.html").is_file()
+
+
+# --- In Chromium, offline
+
+browser_tests = pytest.importorskip("test_browser")
+browser = browser_tests.browser
+server = browser_tests.server
+_open = browser_tests._open
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(
+    "start, twin",
+    [
+        ("book/glossary.html", "zh/book/glossary.html"),
+        ("zh/book/notation.html", "book/notation.html"),
+    ],
+)
+def test_the_switch_opens_the_same_page_in_the_other_language(browser, server, start, twin):
+    opened = _open(browser, f"{server}/{start}")
+    page = opened.page
+    try:
+        page.click("a.btn-language-switch")
+        page.wait_for_load_state("networkidle")
+        assert page.url == f"{server}/{twin}", page.url
+        lang = page.evaluate("() => document.documentElement.lang")
+        assert lang == ("zh-CN" if twin.startswith("zh/") else "en"), lang
+        # and back again
+        page.click("a.btn-language-switch")
+        page.wait_for_load_state("networkidle")
+        assert page.url == f"{server}/{start}", page.url
+        assert opened.external == [] and opened.errors == [], (opened.external, opened.errors)
+    finally:
+        page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("query", ["多头注意力", "掩码", "注意力"])
+def test_chinese_search_finds_the_glossary(browser, server, query):
+    opened = _open(browser, f"{server}/zh/search.html?q={urllib.parse.quote(query)}")
+    page = opened.page
+    try:
+        page.wait_for_selector("#search-results li, ul.search li", timeout=15000)
+        hrefs = page.eval_on_selector_all(
+            "#search-results li a, ul.search li a", "els => els.map(e => e.href)"
+        )
+        assert any("/zh/book/glossary.html" in h for h in hrefs), (query, hrefs)
+        assert opened.external == [] and opened.errors == [], (opened.external, opened.errors)
+    finally:
+        page.close()
+
+
+@pytest.mark.browser
+def test_a_chinese_page_stays_offline(browser, server):
+    opened = _open(browser, f"{server}/zh/book/intro.html")
+    try:
+        assert opened.external == [], opened.external
+        assert opened.errors == [], opened.errors
+        assert any("/zh/" in u for u in opened.requested)
+    finally:
+        opened.page.close()
