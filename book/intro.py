@@ -82,9 +82,11 @@ except ModuleNotFoundError:
 # network.
 
 # %% tags=["hide-input"]
+import matplotlib.pyplot as plt
 import torch
 
-from helpers.figures.widgets import slider_heatmap
+from helpers.figures.plotting import heatmap
+from helpers.figures.widgets import slider_figure
 
 features = ["edible", "sweet", "red", "yellow", "furniture", "wooden"]
 vectors = {  # one row of features per word: (D,) each, D = 6
@@ -115,19 +117,25 @@ def draw_outputs(ax, temperature):
     bars = ax.barh(query_words, outputs, color="C1")
     ax.bar_label(bars, fmt="%.1f", padding=2)
     ax.axvline(values.mean(), color="0.5", ls="--", lw=1)   # the average-pooling limit
-    ax.set(xlim=(0, 48), xlabel="weighted average of the values (dashed: their mean)",
+    ax.set(xlim=(0, 48), xlabel="weighted average of the values\n(dashed: their mean)",
            title="pooled output")
     ax.invert_yaxis()                                       # same row order as the heatmap
 
 
+def draw(temperature):  # 8.5 in: 680 px, the frame fits a desktop's column
+    fig, (ax, ax_out) = plt.subplots(1, 2, figsize=(8.5, 3.6), width_ratios=(1.5, 1))
+    heatmap(weights_at(temperature), ax=ax, annotate=True, vmax=1.0,
+            xticklabels=[f"{w}\nv = {v:g}" for w, v in zip(key_words, values.tolist())],
+            yticklabels=query_words, xlabel="keys", ylabel="queries",
+            title="attention weights")
+    draw_outputs(ax_out, temperature)
+    fig.tight_layout()
+    return fig
+
+
 temperatures = [0.01, 0.03, 0.1, 0.2, 0.35, 0.5, 1.0, 2.0, 5.0, 50.0]
-live = slider_heatmap(
-    weights_at, temperatures, description="temperature τ", fmt="{:g}", initial=0.35,
-    second_panel=draw_outputs,
-    xticklabels=[f"{w}\nv = {v:g}" for w, v in zip(key_words, values.tolist())],
-    yticklabels=query_words, annotate=True, vmax=1.0,
-    xlabel="keys", ylabel="queries", title="attention weights", figsize=(10.4, 3.4),
-)
+live = slider_figure(draw, temperatures, description="temperature τ", fmt="{:g}",
+                     initial=0.35)
 live
 
 # %% [markdown]

@@ -439,7 +439,7 @@ ax_f.set(xlabel="$x$", ylabel=r"$\phi(x)$", title="activation functions", ylim=(
 ax_d.set(xlabel="$x$", ylabel=r"$\phi'(x)$", title="their derivatives", ylim=(-0.2, 1.25))
 for ax in (ax_f, ax_d):
     ax.axhline(0, color="0.7", lw=0.8)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
 fig.tight_layout()
 
 # %% [markdown]
@@ -601,7 +601,7 @@ for name in ours:
               f"{statistics.median(s for _, _, s in per_seed):14.2f}")
 
 # %%
-fig, axes = plt.subplots(2, 4, figsize=(11, 5), sharex=True, sharey="row")
+fig, axes = plt.subplots(2, 4, figsize=(9, 5.6), sharex=True, sharey="row")
 layers = range(1, 11)
 for column, name in enumerate(ours):
     for color, (weights, biases) in enumerate(settings):
@@ -615,8 +615,8 @@ for column, name in enumerate(ours):
     axes[1, column].set_xlabel(r"layer $\ell$")
 axes[0, 0].set_ylabel(r"$|\delta_\ell|\,/\,|\delta_{10}|$")
 axes[1, 0].set_ylabel(r"$|\nabla W_\ell|\,/\,|\nabla W_{10}|$")
-axes[1, 0].legend(fontsize=7, loc="lower right")
-fig.tight_layout()
+fig.legend(*axes[1, 0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=9)
+fig.tight_layout(rect=(0, 0.1, 1, 1))  # the legend below the panels
 
 # %% tags=["remove-cell"]
 # Checks for the prose above (medians over the 5 seeds).
@@ -952,7 +952,7 @@ for ax, width in zip(axes, [4, 16]):
     ax.plot(knots, wiggly_target(knots), "o", color="C1", ms=4, label="knots")
     ax.set(xlabel="$x$", title=f"{width} ReLU units")
 axes[0].set_ylabel("$y$")
-axes[0].legend(fontsize=8)
+axes[0].legend(fontsize=9)
 fig.tight_layout()
 
 # %% [markdown]
@@ -984,7 +984,7 @@ with torch.no_grad():
 
 # %%
 def render_fit(width):
-    fig, (ax_fit, ax_loss) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (ax_fit, ax_loss) = plt.subplots(1, 2, figsize=(8.5, 3.4))
     ax_fit.plot(dense_x, wiggly_target(dense_x), color="black", lw=1.5, label="target $f$")
     ax_fit.plot(curve_x[::4], curve_y[::4], "o", ms=2.5, color="0.6", label="training points")
     with torch.no_grad():

@@ -241,7 +241,7 @@ def plot_fit(ax, pred_fine, label, color="C1"):
             label="training pairs $(x_i, y_i)$")
     ax.plot(x_fine, pred_fine.detach(), color=color, lw=2, label=label)
     ax.set(xlabel="$x$", ylabel="$y$", xlim=(0, 5), ylim=(-0.5, 5.5))
-    ax.legend(loc="upper right", fontsize="small")
+    ax.legend(loc="upper right", fontsize=9)
     return ax
 
 
@@ -455,7 +455,7 @@ def draw_fit(ax, sigma):
 
 
 slider_heatmap(lambda sigma: fits[sigma][1], bandwidths, description="bandwidth σ",
-               initial=1.0, second_panel=draw_fit, figsize=(9.5, 3.6), vmax=0.25,
+               initial=1.0, second_panel=draw_fit, figsize=(8.5, 3.4), vmax=0.25,
                title="attention weights", **weight_axes)
 
 
@@ -801,7 +801,7 @@ fig, (ax_fit, ax_map) = plt.subplots(1, 2, figsize=(9.5, 3.6))
 plot_fit(ax_fit, self_in_fine, f"own key included, $w = {w_self_in:.1f}$", color="C3")
 ax_fit.plot(x_fine, learned_pred_fine.detach(), color="C2", lw=1.2,
             label=f"own key left out, $w = {learned_w:.2f}$")
-ax_fit.legend(loc="upper right", fontsize=7)
+ax_fit.legend(loc="upper right", fontsize=9)
 heatmap(self_in_weights, ax=ax_map, title=f"attention weights, $w = {w_self_in:.1f}$",
         **weight_axes)
 fig.tight_layout()

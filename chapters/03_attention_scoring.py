@@ -695,7 +695,7 @@ assert max(s.entropy for s in scaled_rows) - min(s.entropy for s in scaled_rows)
 
 
 # %% mystnb={"image": {"alt": "Two line plots against the feature size d on a log axis from 2 to 1024. Left: mean entropy of the weights; unscaled dot products fall steadily from about 2.2 to below 0.1, scaled ones stay flat near 2.4, just under the dashed uniform line at 2.77. Right, log scale: solid lines are the median gradient norm reaching the query, dotted lines the median softmax Jacobian norm. Scaled, both are flat (about 1.2 and 0.3). Unscaled, the gradient norm rises to about 6 at d = 32, above the scaled line, and crosses below it between d = 128 and 256, falling to about 3e-3 at d = 1024; the Jacobian norm falls from about 0.3 to about 1e-5."}}
-fig, (ax_entropy, ax_grad) = plt.subplots(1, 2, figsize=(9.6, 3.6))
+fig, (ax_entropy, ax_grad) = plt.subplots(1, 2, figsize=(9.0, 3.6))
 for rows, label, style, color in [(raw, "$q \\cdot k$", "o", "C0"),
                                   (scaled_rows, "$q \\cdot k / \\sqrt{d}$", "s", "C1")]:
     ax_entropy.plot(dims, [r.entropy for r in rows], style + "-", color=color, label=label)
@@ -710,8 +710,8 @@ ax_grad.set(xscale="log", yscale="log", xlabel="feature size $d$", ylabel="media
             title="Softmax gain $\\|J\\|$ and gradient reaching $q$")
 ax_entropy.set_xticks(dims[::2], labels=[str(d) for d in dims[::2]])
 ax_grad.set_xticks(dims[::2], labels=[str(d) for d in dims[::2]])
-ax_entropy.legend(fontsize=8)
-ax_grad.legend(fontsize=8)
+ax_entropy.legend(fontsize=9)
+ax_grad.legend(fontsize=9)
 fig.tight_layout();
 
 
@@ -1034,7 +1034,7 @@ print(f"hard: output requires grad: {hard.requires_grad}; raising any one score 
 t = torch.linspace(-4, 4, 401, requires_grad=True)  # the first key's score
 three_values = torch.tensor([1.0, 3.0, -2.0])  # (K,)
 three_scores = torch.stack([t, torch.zeros(401), -torch.ones(401)], dim=-1)  # (401, K)
-fig, (ax_out, ax_grad) = plt.subplots(1, 2, figsize=(9.6, 3.4))
+fig, (ax_out, ax_grad) = plt.subplots(1, 2, figsize=(9.0, 3.4))
 for tau, color in [(1.0, "C0"), (0.25, "C1")]:
     output = torch.softmax(three_scores / tau, dim=-1) @ three_values  # (401,)
     (slope,) = torch.autograd.grad(output.sum(), t)
@@ -1048,8 +1048,8 @@ ax_out.set(xlabel="score of key 0, $t$", ylabel="attention output",
            title="Output as one score moves")
 ax_grad.set(xlabel="score of key 0, $t$", ylabel="d output / d$t$",
             title="Its derivative")
-ax_out.legend(fontsize=8)
-ax_grad.legend(fontsize=8)
+ax_out.legend(fontsize=9)
+ax_grad.legend(fontsize=9)
 fig.tight_layout();
 
 # %% tags=["remove-cell"]

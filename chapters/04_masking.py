@@ -275,7 +275,7 @@ def token_heatmap(ax, matrix, tokens, title, vmax=1.0, colorbar=True, annotate=F
     return ax
 
 
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+fig, axes = plt.subplots(1, 3, figsize=(10, 3.8))
 panels = [(pad_mask[1].expand(T, T), "1-D lengths (B,): keys only"),
           (query_key_mask[1], "2-D lengths: queries and keys"),
           (growing_mask[1], "2-D lengths i + 1: a staircase")]
@@ -625,7 +625,7 @@ print("weight on padding keys:", pad_weights.masked_select(~key_mask.expand(B, T
 print("every real position equals its sentence run alone, without padding")
 
 # %% mystnb={"image": {"alt": "Three 7 by 7 heatmaps of attention weights, one per sentence. In each, the columns of the padding keys are dark (zero) in every row, including the rows of the padding queries; the weight of every row lies in the first L columns."}}
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+fig, axes = plt.subplots(1, 3, figsize=(10, 3.8))
 for b, ax in enumerate(axes):
     token_heatmap(ax, pad_weights[b], padded[b], f"sentence {b}, L = {valid_lens[b]}",
                   vmax=pad_weights.max().item(), colorbar=b == B - 1)
@@ -882,7 +882,7 @@ print("every real position equals its sentence alone under the causal mask")
 print(format_matrix(lm_batch_mask[1], row_labels=padded[1], col_labels=padded[1]))
 
 # %% mystnb={"image": {"alt": "Three 7 by 7 heatmaps of attention weights under the combined mask. Each is lower-triangular; in the shorter sentences the triangle stops at the last real key, so the padding rows repeat the last real row's pattern over the real keys."}}
-fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+fig, axes = plt.subplots(1, 3, figsize=(10, 3.8))
 for b, ax in enumerate(axes):
     token_heatmap(ax, lm_weights[b], padded[b], f"sentence {b}: padding & causal",
                   vmax=lm_weights.max().item(), colorbar=b == B - 1)

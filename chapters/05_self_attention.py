@@ -795,7 +795,8 @@ assert 6 * 512 == 3_072
 # each kind on this machine's CPU ($D = 64$, one thread, the fastest of a few runs) for
 # sequences of 128 to 4,096 positions and plots the times on log–log axes, where a power law
 # $\text{time} \propto T^p$ is a straight line of slope $p$. Timings vary from run to run, so the cell
-# prints no numbers; it only checks, with a wide margin, that over the four longest lengths
+# prints no numbers; it only checks, with a wide margin (and says so in a note, never an error,
+# when other work on the machine blurs the timings), that over the four longest lengths
 # the fitted slope is above 1.4 for self-attention (the count predicts 2) and below 1.5 for the
 # convolution and the GRU (the count predicts 1 for both; on a busy machine the fastest
 # convolutions, about a millisecond, are the noisiest), and, separately,
@@ -823,10 +824,14 @@ for n in sizes:
         seconds[name].append(time_call(lambda: run(x_long), repeats=repeats))
 slopes = {name: loglog_slope(sizes[2:], times[2:]) for name, times in seconds.items()}
 fitted = ", ".join(f"{name} {slope:.2f}" for name, slope in slopes.items())
-assert slopes["self-attention"] > 1.4 and slopes["convolution, k = 3"] < 1.5, f"slopes: {fitted}"
-assert slopes["GRU"] < 1.5 and max(slopes, key=slopes.get) == "self-attention", f"slopes: {fitted}"
-assert seconds["self-attention"][0] < seconds["GRU"][0], (  # n = 128: the GRU's steps are serial
-    f"n = 128: self-attention {seconds['self-attention'][0]:.2e} s, GRU {seconds['GRU'][0]:.2e} s")
+expected = (slopes["self-attention"] > 1.4 and slopes["convolution, k = 3"] < 1.5
+            and slopes["GRU"] < 1.5 and max(slopes, key=slopes.get) == "self-attention"
+            and seconds["self-attention"][0] < seconds["GRU"][0])  # n = 128: the GRU is serial
+if not expected:  # timings, not counts: other work on the machine can blur them (never an error)
+    print(f"Note: this run's timings do not show the pattern the text describes (slopes: {fitted}; "
+          f"n = 128: self-attention {seconds['self-attention'][0]:.1e} s, GRU "
+          f"{seconds['GRU'][0]:.1e} s). Other work on the machine blurs timings: rerun the cell "
+          "when the machine is quiet.")
 
 fig, ax = plt.subplots(figsize=(5.6, 3.8))
 for name, times in seconds.items():
@@ -1017,7 +1022,7 @@ for side, p in [(224, 16), (224, 14), (224, 1)]:
           f"{n * n:14,d} scores per head")
 
 # %% mystnb={"image": {"alt": "Left: a small synthetic picture, a gradient from blue sky to green, with a red square top left, a blue disc lower right and a yellow bar along the bottom, divided by white lines into a 4 by 4 grid of numbered patches. Right: a heatmap with 16 rows and 108 columns, one row per patch, showing its pixel values."}}
-fig, (ax_image, ax_patches) = plt.subplots(1, 2, figsize=(9.0, 3.6),
+fig, (ax_image, ax_patches) = plt.subplots(1, 2, figsize=(8.4, 3.6),
                                            gridspec_kw={"width_ratios": [1, 1.6]})
 ax_image.imshow(image.permute(1, 2, 0).clamp(0, 1))
 for k in range(1, grid_side):
@@ -1290,7 +1295,7 @@ assert (graph_weights[~graph_mask] == 0).all()
 # %% mystnb={"image": {"alt": "Left: the six heavy atoms of alanine drawn as coloured circles, N bonded to C-alpha, which is bonded to C-beta and to C, which is bonded to O and OH. Right: a 6 by 6 heatmap of attention weights with atom names on both axes; only bonded pairs and the diagonal are non-zero, every other cell is 0."}}
 positions = torch.tensor([[0.0, 0.0], [1.0, 0.5], [1.0, 1.6], [2.0, 0.0], [3.0, 0.5],
                           [2.0, -1.1]])  # where to draw each atom
-fig, (ax_graph, ax_map) = plt.subplots(1, 2, figsize=(9.0, 3.6))
+fig, (ax_graph, ax_map) = plt.subplots(1, 2, figsize=(8.4, 3.6))
 for i, j in bonds:
     ax_graph.plot(*positions[[i, j]].T, color="0.5", lw=2, zorder=1)
 ax_graph.scatter(*positions.T, s=700, c=[f"C{e}" for e in element.tolist()], zorder=2)

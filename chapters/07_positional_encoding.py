@@ -420,7 +420,7 @@ positions = torch.arange(pe.shape[0])  # s = 0 ... T - 1
 
 
 def render_position(t):
-    fig, (ax_vec, ax_sim) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (ax_vec, ax_sim) = plt.subplots(1, 2, figsize=(8.5, 3.4))
     ax_vec.vlines(dimensions[0::2], 0, pe[t, 0::2], color="C0", lw=3, label="sin (even j)")
     ax_vec.vlines(dimensions[1::2], 0, pe[t, 1::2], color="C1", lw=3, label="cos (odd j)")
     ax_vec.set(xlabel="encoding dimension j", ylabel="PE(t, j)", ylim=(-1.1, 1.35),

@@ -224,7 +224,7 @@ assert torch.all(deeper[("default", False, 100)][:, 0] == 0), "default plain, 10
 
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.6), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6), sharey=True)
 layer_index = torch.arange(1, 31)
 for ax, init, title in [(axes[0], "default", "PyTorch default initialisation"),
                         (axes[1], "xavier-tanh", "Xavier initialisation, tanh gain")]:
@@ -232,7 +232,7 @@ for ax, init, title in [(axes[0], "default", "PyTorch default initialisation"),
     ax.semilogy(layer_index, stacks[(init, True)][0], "s-", ms=3,
                 label="residual: h = h + tanh(W h)")
     ax.set(xlabel="layer (1 = next to the input)", title=title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
 axes[0].set_ylabel("weight-gradient norm (log scale)")
 fig.tight_layout()
 
@@ -785,14 +785,14 @@ with torch.no_grad():
 change = (out_changed - out).abs().amax(dim=(0, 2))  # (T,): largest change per position
 print("largest output change at positions 0-4:", " ".join(f"{v:.4f}" for v in change))
 assert change[:3].max() < 1e-6 and change[3:].min() > 0.1, f"got {change[:3].max()=}, {change[3:].min()=}"
-fig, axes = plt.subplots(1, 3, figsize=(12.6, 3.4))
+fig, axes = plt.subplots(1, 3, figsize=(10, 3.6))
 heatmap(self_weights[0, 0], ax=axes[0], xlabel="key: target position",
         ylabel="query: target position", title="masked self-attention (head 0)")
 heatmap(cross_weights[0, 0], ax=axes[1], xlabel="key: source position (memory)",
         ylabel="query: target position", title="cross-attention (head 0)")
 axes[2].bar(range(5), change, color=["C0"] * 3 + ["C3"] * 2)
 axes[2].set(xlabel="target position", ylabel="largest |change| in output",
-            title="after changing the input at position 3")
+            title="after changing the input\nat position 3")
 fig.tight_layout()
 
 

@@ -612,7 +612,7 @@ def render_block(num_blocks):
     seen = 8 * num_blocks
     running = torch.exp(scores_row[:seen] - m) / l  # weights implied by the state so far
     error = (acc / l - exact_out).abs().max().item()
-    fig, (ax_w, ax_o) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (ax_w, ax_o) = plt.subplots(1, 2, figsize=(8.5, 3.4))
     ax_w.axvspan(-0.5, seen - 0.5, color="0.9", label="keys seen")
     ax_w.bar(range(seen), running, color="C0", label="running weights")
     ax_w.step(range(64), exact_weights, where="mid", color="k", lw=0.8, label="exact")
@@ -743,7 +743,7 @@ print("sliding_window_mask equals the three-term mask, with and without the caus
 masks_shown = {"window, w = 3": sliding_window_mask(32, 3),
                "window and global token 0": sliding_window_mask(32, 3, global_tokens=[0]),
                "the same, causal": sliding_window_mask(32, 3, global_tokens=[0], causal=True)}
-fig, axes = plt.subplots(1, 3, figsize=(12.6, 3.9))
+fig, axes = plt.subplots(1, 3, figsize=(10, 3.9))
 for ax, (title, mask) in zip(axes, masks_shown.items()):
     heatmap(mask.float(), ax=ax, vmax=1.0, title=title, colorbar=False)
 fig.tight_layout()
@@ -1097,7 +1097,7 @@ ax_s.set(xlabel="tokens generated $T$", ylabel="speed-up", ylim=(0, None),
 for ax in (ax_t, ax_s):
     ax.set_xticks(decode_lengths, labels=[str(n) for n in decode_lengths])
     ax.xaxis.set_minor_locator(plt.NullLocator())
-ax_t.legend(fontsize=8)
+ax_t.legend(fontsize=9)
 fig.tight_layout()
 assert max(speedups) < total_without / total_with / 3, speedups  # far below the FLOP ratio
 
@@ -1647,11 +1647,11 @@ assert 0.55 < random_own[4_096][0] and random_own[4_096][4] < 0.8, random_own
 
 # %% mystnb={"image": {"alt": "Three 32-by-32 heatmaps of attention weights, queries down and keys across, on one colour scale from 0 to 1, all at c = 4. Left, softmax attention: a bright yellow diagonal on a dark background. Middle, linear attention with elu + 1: uniformly dark, every weight near 1/32. Right, linear attention with the Taylor map: a clearly visible but dim diagonal, about a third of each row, on a dark background."}}
 weights_4 = all_weights(4.0)
-fig, axes = plt.subplots(1, 3, figsize=(12.6, 3.6))
+fig, axes = plt.subplots(1, 3, figsize=(10, 3.9))
 for ax, (name, title) in zip(axes, [("softmax", "softmax attention"),
                                     ("elu + 1", "linear, elu + 1 (D' = 16)"),
                                     ("Taylor", "linear, Taylor (D' = 273)")]):
-    heatmap(weights_4[name], ax=ax, vmax=1.0, title=f"{title}, c = 4")
+    heatmap(weights_4[name], ax=ax, vmax=1.0, title=f"{title},\nc = 4")
 fig.tight_layout()
 exact = F.scaled_dot_product_attention(q, k, v)  # the random inputs of the cells above
 for name, feature_map in [("elu + 1", elu_feature_map), ("Taylor", taylor_feature_map)]:

@@ -1224,7 +1224,7 @@ print(f"log2 P (median) grows by about {slope:.2f} per unit: P doubles about eve
       f"{1 / slope:.1f} units")
 
 # %%
-fig, (ax_share, ax_size) = plt.subplots(1, 2, figsize=(10, 3.6))
+fig, (ax_share, ax_size) = plt.subplots(1, 2, figsize=(9, 3.6))
 for i, (num, shares) in enumerate(retrieved.items()):
     counts_n = [2 ** k for k in shares]
     rows = torch.tensor(list(shares.values()))  # (ks, 5 draws)
@@ -1233,7 +1233,7 @@ for i, (num, shares) in enumerate(retrieved.items()):
     ax_share.fill_between(counts_n, rows.min(1).values, rows.max(1).values, color=f"C{i}", alpha=0.2)
 ax_share.axhline(0.5, color="0.5", lw=1, ls=":")
 ax_share.set(xlabel="patterns stored P (log scale)", ylabel="share of 200 cues retrieved",
-             title="Modern network, β = 1, 20% flipped")
+             title="Modern network, β = 1, about 20% flipped")
 ax_share.legend(fontsize=9)
 medians = [2 ** statistics.median(ks) for ks in largest_power.values()]
 lows = [m - 2 ** min(ks) for m, ks in zip(medians, largest_power.values())]
@@ -1578,7 +1578,7 @@ for scale in [1, 2, 4, 8]:  # a longer query (as W_q can learn) raises the effec
 
 # %%
 generator = torch.Generator().manual_seed(0)
-d_model, d_k = 35, 8  # D and the head size, d_k < D as in every head of a multi-head layer
+d_model, d_k = 35, 8  # D and the head size, d_k < D as in a multi-head layer that splits D among its heads
 w_key, w_value = torch.randn(2, d_model, d_k, generator=generator)  # W_K and W_V', (D, d_k) each
 rank_keys = torch.linalg.matrix_rank(w_key).item()
 rank_both = torch.linalg.matrix_rank(torch.cat([w_key, w_value], dim=1)).item()

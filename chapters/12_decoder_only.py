@@ -544,8 +544,8 @@ masks = {
     "encoder–decoder, decoder:\ncausal self-attention": causal_mask(T_demo),
     "encoder–decoder, decoder:\ncross-attention to the source": torch.ones(T_demo, S_demo, dtype=torch.bool),
 }
-fig, axes = plt.subplots(1, 4, figsize=(12, 3.4))
-for ax, (title, mask) in zip(axes, masks.items()):
+fig, axes = plt.subplots(2, 2, figsize=(6.8, 6.6))
+for ax, (title, mask) in zip(axes.flat, masks.items()):
     source = "cross" in title
     heatmap(mask.float(), ax=ax, vmax=1.0, colorbar=False, title=title,
             xlabel="key: source position" if source else "key: position",

@@ -11,7 +11,10 @@ of that look runs on that one opening:
   every slider's accessible name names its figure and is unique on the page, Chinese text
   is marked ``lang="zh-Hans"``, the theme's full FontAwesome is never loaded and every icon
   drawn is in the subset fonts the build writes, the sidebar opens with the book's title in
-  view;
+  view; every figure (static, and each live figure's visible frame) is whole on the screen
+  with no sideways scrolling and shows its smallest text at 9 CSS px or more, scaled down
+  with it where the column is narrower (the natural sizes that book/tools/execute.py and
+  helpers.figures.widgets record when the chapter runs);
 * desktop light and dark: each slider's handle and track meet 3:1 against the page and the
   handle is at least 24 x 24 px;
 * desktop and phone: one search control in view (one tab stop);
@@ -47,7 +50,9 @@ import dataclasses
 import functools
 import http.server
 import importlib.util
+import json
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -310,6 +315,7 @@ def test_page_in_each_look(browser, root_server, sub_path_server, page_path, loo
         if page_path != "404.html" and look in ("desktop-light", "phone-light"):
             problems += _search_control_checks(page)
         if look == "desktop-light":
+            problems += _figure_text_checks(page)  # before the sliders move
             problems += _desktop_checks(opened, page_path)
         if look == SUB_PATH_LOOK:  # relative links to scripts, styles and widget state resolve
             if "$$" in page.locator("article, main, body").first.inner_text():
@@ -360,6 +366,73 @@ def _desktop_checks(opened: Opened, page_path: str) -> list[str]:
             for c in g["text"]
             if not c.isspace() and ord(c) not in cmaps[style]
         ]
+    return problems
+
+
+@functools.cache
+def _recorded_text_px() -> dict[str, float | None]:
+    """The smallest text, in CSS px at natural size, of every static figure of the executed
+    notebooks, by the SHA-256 of its PNG (the name MyST-NB gives it in ``_images/``), as
+    book/tools/execute.py records it in the output's metadata (None: the figure has no text)."""
+    import base64
+    import hashlib
+
+    found = {}
+    for path in [*sorted((ROOT / "chapters").glob("*.ipynb")), ROOT / "book" / "intro.ipynb"]:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            for output in cell.get("outputs", []):
+                recorded = output.get("metadata", {}).get("book", {})
+                png = output.get("data", {}).get("image/png")
+                if png and "smallest_text_px" in recorded:
+                    sha = hashlib.sha256(base64.b64decode("".join(png))).hexdigest()
+                    found[sha] = recorded["smallest_text_px"]
+    return found
+
+
+def _figure_text_checks(page) -> list[str]:
+    """At 1280 px every figure of the page, static (``<img>`` in a cell's output) or a live
+    figure's visible frame, lies whole within the article (not under the table of contents,
+    not cut by a box that scrolls sideways), and its smallest text is at least 9 CSS px as
+    shown: its natural size (recorded when the chapter
+    ran: a static figure's in its output's metadata, a frame's in ``data-text-px``) times the
+    scale at which the column shows it. A figure with no recorded size fails."""
+    from helpers.figures.frames import MIN_TEXT_PX
+
+    recorded, problems = _recorded_text_px(), []
+    figures = page.evaluate(FIGURE_BOXES_JS)
+    for f in figures["figures"]:
+        name = "a live frame" if f["live"] else f"figure {f['src'].rsplit('/', 1)[-1][:12]}...png"
+        alt = f["alt"] if f["alt"] and "_images/" not in f["alt"] else ""
+        where = f"{name} {alt!r}" if alt else name
+        if f["left"] < figures["left"] - 0.5 or f["right"] > figures["right"] + 0.5:
+            problems.append(
+                f"{where} passes the article at 1280 px (under the table of contents or off "
+                f"the screen): x {f['left']:.0f} to {f['right']:.0f}, the article "
+                f"{figures['left']:.0f} to {figures['right']:.0f}"
+            )
+        if f["clippedBy"]:
+            problems.append(f"{where} is cut by {f['clippedBy']} (scrolls sideways) at 1280 px")
+        if f["live"]:
+            text = f["textPx"]
+            natural = None if text in (None, "none") else float(text)
+            known = text is not None
+        else:
+            sha = re.search(r"_images/([0-9a-f]{64})\.png$", f["src"])
+            known = bool(sha) and sha.group(1) in recorded
+            natural = recorded[sha.group(1)] if known else None
+        if not known:
+            problems.append(
+                f"{where}: no recorded text size (re-run book/tools/execute.py on its "
+                "notebook, which records it)"
+            )
+        elif natural is not None and f["natural"] > 0:
+            shown = natural * f["shown"] / f["natural"]
+            if shown < MIN_TEXT_PX - 1e-6:
+                problems.append(
+                    f"{where}: smallest text {shown:.1f} px at 1280 px < {MIN_TEXT_PX:g} px "
+                    f"({natural:.1f} px at its natural width {f['natural']:.0f} px, shown "
+                    f"{f['shown']:.0f} px wide): draw it narrower or its text larger"
+                )
     return problems
 
 
@@ -478,6 +551,39 @@ SHRUNK_FIGURES_JS = """() => [...document.querySelectorAll('.cell_output img')]
                   ? Number(img.getAttribute('width')) : img.naturalWidth,
                 shown: Math.round(img.getBoundingClientRect().width * 10) / 10}))
   .filter(f => f.shown < f.natural - 0.5)"""
+
+
+# Every figure in a cell's output (static, and the visible frame of each live figure): its
+# source, natural and shown width (a frame's natural width is its width attribute: its PNG
+# holds two pixels per CSS pixel), its recorded smallest text (frames) and where it lies on
+# the screen, with the first box around it that clips it (overflow not visible) if any; and
+# the article's box on the screen (the table of contents lies to its right).
+FIGURE_BOXES_JS = """() => {
+  const article = document.querySelector('article.bd-article');
+  const box = article ? article.getBoundingClientRect() : {left: 0, right: Infinity};
+  return {left: Math.max(0, box.left),
+          right: Math.min(document.documentElement.clientWidth, box.right),
+  figures: [...document.querySelectorAll('.cell_output img')]
+  .filter(img => img.getClientRects().length > 0 && img.naturalWidth > 0)
+  .map(img => {
+    const r = img.getBoundingClientRect(), live = img.classList.contains('live-frame');
+    let clippedBy = null;
+    for (let e = img.parentElement; e && e !== document.body; e = e.parentElement) {
+      const cs = getComputedStyle(e);
+      if (cs.overflowX === 'visible') continue;
+      const b = e.getBoundingClientRect();
+      if (r.left < b.left + e.clientLeft - 0.5 || r.right > b.left + e.clientLeft
+          + e.clientWidth + 0.5) {
+        clippedBy = e.tagName.toLowerCase() + '.' + [...e.classList].slice(0, 2).join('.');
+        break;
+      }
+    }
+    return {alt: (img.alt || '').slice(0, 60), src: img.currentSrc || img.src, live,
+            textPx: live ? img.getAttribute('data-text-px') : null,
+            natural: live ? Number(img.getAttribute('width')) : img.naturalWidth,
+            shown: r.width, left: r.left, right: r.right, clippedBy};
+  })};
+}"""
 
 
 # Every inline formula whose content passes the edge of a box that clips it (the column, an

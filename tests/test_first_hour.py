@@ -94,6 +94,9 @@ def test_execute_twice_changes_nothing_and_keeps_equal_pictures(tmp_path):
     assert len(state) >= 8, "the fixture's widgets must be saved"
     streams = [o for o in nb["cells"][1]["outputs"] if o["output_type"] == "stream"]
     assert [o["name"] for o in streams] == ["stdout", "stderr"], "one output per stream"
+    # The static figure's smallest text (10-point ticks at 100 dpi), for tests/test_browser.py.
+    figure = nb["cells"][2]["outputs"][0]
+    assert figure["metadata"]["book"] == {"smallest_text_px": 13.89}, figure["metadata"]
 
     # The same picture encoded differently (as matplotlib may): the old bytes must stay.
     png = nb["cells"][2]["outputs"][0]["data"]["image/png"]

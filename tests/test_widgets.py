@@ -333,6 +333,17 @@ def test_every_frame_has_alt_text_naming_the_figure_and_the_value(live):
         assert alt.endswith(f"at temperature = {label}") and len(alt) > 30
 
 
+def test_every_frame_records_its_smallest_text_in_css_px(live):
+    """tests/test_browser.py reads ``data-text-px`` to check the text a desktop reader sees
+    when the column scales a frame down: the smallest drawn size at the frames' dpi."""
+    from helpers.figures.frames import MIN_TEXT_PX
+
+    _, stack = live.children
+    for frame in stack.children:
+        text_px = float(frame.value.split('data-text-px="')[1].split('"')[0])
+        assert MIN_TEXT_PX <= text_px <= 12 * DPI / 72, frame.value[-200:]
+
+
 def test_the_output_bundle_carries_the_first_frame_as_png(live):
     """An untrusted notebook, GitHub or nbviewer shows this picture, not the text form."""
     bundle = live._repr_mimebundle_()

@@ -14,6 +14,14 @@ A re-execution that changes nothing rewrites nothing, so a commit's diff holds o
 - a PNG (an output's picture, or a frame inside the widget state) whose pixels equal those of a
   PNG already in the notebook keeps the old bytes;
 - the kernel talks over a local socket (IPC), with no "running over TCP" warning.
+
+Each static figure (an output's ``image/png`` that matplotlib drew) gets its smallest text,
+in CSS px at its natural size (one PNG pixel per CSS pixel), in the output's metadata:
+``{"book": {"smallest_text_px": 9.03}}`` (``None``: it draws no text). The kernel records the
+size of every text it draws into every PNG, by the PNG's SHA-256 (the name MyST-NB gives the
+image in ``_images/``), so tests/test_browser.py can check the text a desktop reader sees when
+the column scales a figure down. Live frames carry theirs on the ``<img>``
+(``helpers.figures.widgets``).
 """
 
 from __future__ import annotations
@@ -47,6 +55,43 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_REF = re.compile(r"IPY_MODEL_([0-9a-f]{32})")
 PNG_BASE64 = re.compile(r"iVBORw0KGgo[A-Za-z0-9+/]*={0,2}")  # base64 of the PNG signature
+#: Where an output's smallest text is recorded: ``output.metadata[TEXT_KEY]["smallest_text_px"]``.
+TEXT_KEY = "book"
+# Run in the kernel before the notebook (IPKernelApp.exec_files): every PNG matplotlib draws
+# into memory (Jupyter's inline display does) appends {"sha256", "px"} to the file RECORD.
+TEXT_RECORDER = r"""
+import hashlib as _hashlib, json as _json
+import matplotlib.backend_bases as _mbb
+import matplotlib.text as _mtext
+
+def _book_record_text(print_figure, record):
+    # As helpers.figures.frames.drawn_font_sizes (not imported: it would import pyplot
+    # before the kernel has chosen its backend).
+    def recording(self, filename, *args, **kwargs):
+        dpi = kwargs.get("dpi", args[0] if args else None)
+        dpi = self.figure.dpi if dpi in (None, "figure") else float(dpi)
+        sizes, draw = [], _mtext.Text.draw
+        def measured(text, renderer):
+            if text.get_visible() and text.get_text().strip():
+                sizes.append(float(text.get_fontsize()))
+            return draw(text, renderer)
+        _mtext.Text.draw = measured
+        try:
+            result = print_figure(self, filename, *args, **kwargs)
+        finally:
+            _mtext.Text.draw = draw
+        png = filename.getvalue() if hasattr(filename, "getvalue") else b""
+        if png.startswith(b"\x89PNG"):
+            px = round(min(sizes) * dpi / 72, 2) if sizes else None
+            with open(record, "a") as f:
+                f.write(_json.dumps({"sha256": _hashlib.sha256(png).hexdigest(), "px": px}))
+                f.write("\n")
+        return result
+    return recording
+
+_mbb.FigureCanvasBase.print_figure = _book_record_text(_mbb.FigureCanvasBase.print_figure, RECORD)
+del _book_record_text
+"""
 
 
 def execute(path: Path) -> float:
@@ -61,6 +106,10 @@ def execute(path: Path) -> float:
     # Local sockets, no "running over TCP" warning; an absolute path, as the kernel's cwd differs.
     config.KernelManager.transport = "ipc"
     config.KernelManager.ip = os.path.join(sockets.name, "kernel")
+    record = os.path.join(sockets.name, "text.jsonl")
+    recorder = os.path.join(sockets.name, "record_text.py")
+    with open(recorder, "w", encoding="utf-8") as f:
+        f.write(f"RECORD = {record!r}\n{TEXT_RECORDER}")
     created: list[tuple[str, NotebookNode, list[str]]] = []
     seen: set[str] = set()
 
@@ -78,14 +127,17 @@ def execute(path: Path) -> float:
         store_widget_state=True,
         record_timing=False,
         on_cell_executed=note_new_widgets,
+        extra_arguments=[f"--IPKernelApp.exec_files={recorder}"],
     )
     start = time.perf_counter()
     with sockets:
         client.execute()
-    elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        text_px = read_text_sizes(record)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = join_streams(cell.outputs)
+            note_text_sizes(cell.outputs, text_px)
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     if not state:
         nb.metadata.pop("widgets", None)
@@ -96,6 +148,29 @@ def execute(path: Path) -> float:
     if after != before:
         path.write_text(after, encoding="utf-8")
     return elapsed
+
+
+def read_text_sizes(record: str) -> dict[str, float | None]:
+    """The kernel's record: each PNG's SHA-256 -> its smallest text in px (None: no text)."""
+    if not os.path.exists(record):
+        return {}
+    with open(record, encoding="utf-8") as f:
+        return {r["sha256"]: r["px"] for r in map(json.loads, f)}
+
+
+def note_text_sizes(outputs: list, text_px: dict[str, float | None]) -> None:
+    """Write each static PNG output's smallest text (from ``text_px``) into its metadata; an
+    output the kernel did not record (not drawn by matplotlib) gets none."""
+    for output in outputs:
+        data = output.get("data", {})
+        if "image/png" not in data or WIDGET_VIEW in data:
+            continue
+        sha = hashlib.sha256(base64.b64decode(data["image/png"])).hexdigest()
+        metadata = output.setdefault("metadata", {})
+        if sha in text_px:
+            metadata[TEXT_KEY] = {"smallest_text_px": text_px[sha]}
+        else:
+            metadata.pop(TEXT_KEY, None)
 
 
 def widget_id(cell_id: str, number: int) -> str:

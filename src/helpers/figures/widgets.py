@@ -14,10 +14,13 @@ chooses which frame is shown. How it is shown depends on the ipywidgets the kern
 Frames are made by :mod:`helpers.figures.frames`: byte-stable, palette-quantised PNGs with
 two pixels per CSS pixel (sharp on high-density screens). On ipywidgets 8 each frame is an
 ``HTML`` widget holding one ``<img>`` with a ``data:`` URL (base64 once, in the saved state,
-and painted in the next display frame when the slider moves) and an ``alt`` text naming
-what the frame shows and at which parameter value. A live figure's output also
-carries its first frame as a plain ``image/png``, so a client that does not render widgets
-(an untrusted notebook, GitHub's viewer, nbviewer) shows a picture, not the text form.
+and painted in the next display frame when the slider moves), an ``alt`` text naming
+what the frame shows and at which parameter value, and its smallest text in CSS px at its
+natural size (``data-text-px``, ``"none"`` when it draws no text), so a browser test can
+check the text a reader sees when a narrower column scales the frame down. A live figure's
+output also carries its first frame as a plain ``image/png``, so a client that does not
+render widgets (an untrusted notebook, GitHub's viewer, nbviewer) shows a picture, not the
+text form.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from helpers.figures.frames import (
     DEFAULT_DPI,
     PIXEL_RATIO,
     css_size,
+    drawn_font_sizes,
     figure_to_png,
     figure_words,
     png_data_url,
@@ -116,17 +120,26 @@ def _initial_index(values: Sequence, initial) -> int:
     raise ValueError(f"initial must be one of values {list(values)}, got {initial!r}")
 
 
-def _frame(png: bytes, alt: str, pixel_ratio: int) -> widgets.HTML:
+def _render(fig, dpi: float, pixel_ratio: int) -> tuple[bytes, float]:
+    # The frame's PNG (figure_to_png checks its text on a phone) and its smallest text in CSS
+    # px at its natural size (inf when it draws none).
+    with drawn_font_sizes() as sizes:
+        png = figure_to_png(fig, dpi=dpi, pixel_ratio=pixel_ratio)
+    return png, min(sizes, default=float("inf")) * dpi / 72
+
+
+def _frame(png: bytes, alt: str, pixel_ratio: int, text_px: float) -> widgets.HTML:
     # One <img> holding a data: URL. The Stack re-creates the visible view on every move; a
     # data: URL is decoded synchronously and shows in the next frame (~4 ms, measured), where
     # a blob: URL paints a blank frame first. Width and height are the CSS size (the PNG's
     # over pixel_ratio), so the page does not reflow while it loads; CSS scales it down to
     # the column on a wide screen.
     width, height = css_size(png, pixel_ratio)
+    text = "none" if text_px == float("inf") else f"{text_px:.2f}"
     return widgets.HTML(
         value=(
             f'<img src="{png_data_url(png)}" alt="{html.escape(alt)}" '
-            f'width="{width}" height="{height}" class="live-frame" '
+            f'width="{width}" height="{height}" class="live-frame" data-text-px="{text}" '
             'style="max-width: 100%; height: auto">'
         )
     )
@@ -184,14 +197,15 @@ def slider_figure(
     """
     slider = _slider(values, description, fmt, initial)
     labels = [text for text, _ in _format_options(values, fmt)]
-    frames, alts = [], []
+    frames, alts, text_px = [], [], []
     for value, label in zip(values, labels):
         fig = render(value)
         alts.append(f"{figure_words(fig)}, at {description} = {label}")
-        frames.append(figure_to_png(fig, dpi=dpi, pixel_ratio=pixel_ratio))
+        png, px = _render(fig, dpi, pixel_ratio)
+        frames.append(png), text_px.append(px)
     if KERNEL_FREE:
         shown = widgets.Stack(
-            children=[_frame(f, a, pixel_ratio) for f, a in zip(frames, alts)],
+            children=[_frame(f, a, pixel_ratio, px) for f, a, px in zip(frames, alts, text_px)],
             selected_index=slider.index,
         )
         widgets.jslink((slider, "index"), (shown, "selected_index"))
@@ -235,16 +249,17 @@ def slider_figure_2d(
     slider_b = _slider(values_b, descriptions[1], fmts[1], initial[1])
     labels_a = [text for text, _ in _format_options(values_a, fmts[0])]
     labels_b = [text for text, _ in _format_options(values_b, fmts[1])]
-    frames, alts = [], []
+    frames, alts, text_px = [], [], []
     for a, label_a in zip(values_a, labels_a):
-        frames.append([]), alts.append([])
+        frames.append([]), alts.append([]), text_px.append([])
         for b, label_b in zip(values_b, labels_b):
             fig = render(a, b)
             alts[-1].append(
                 f"{figure_words(fig)}, at {descriptions[0]} = {label_a} and "
                 f"{descriptions[1]} = {label_b}"
             )
-            frames[-1].append(figure_to_png(fig, dpi=dpi, pixel_ratio=pixel_ratio))
+            png, px = _render(fig, dpi, pixel_ratio)
+            frames[-1].append(png), text_px[-1].append(px)
     first_frame = frames[slider_a.index][slider_b.index]
     if not KERNEL_FREE:
         shown = _kernel_image(frames[slider_a.index][slider_b.index], pixel_ratio)
@@ -264,9 +279,9 @@ def slider_figure_2d(
             pixel_ratio=pixel_ratio,
         )
     inner = []
-    for row, row_alts in zip(frames, alts):
+    for row, row_alts, row_px in zip(frames, alts, text_px):
         stack = widgets.Stack(
-            children=[_frame(f, a, pixel_ratio) for f, a in zip(row, row_alts)],
+            children=[_frame(f, a, pixel_ratio, px) for f, a, px in zip(row, row_alts, row_px)],
             selected_index=slider_b.index,
         )
         widgets.jslink((slider_b, "index"), (stack, "selected_index"))
@@ -289,7 +304,9 @@ def _heatmap_renderer(matrix_of, second_panel, heatmap_kwargs, vmax, figsize):
         if second_panel is None:
             fig, ax = plt.subplots(figsize=figsize or (4.4, 3.4))
         else:
-            fig, (ax, ax2) = plt.subplots(1, 2, figsize=figsize or (8.8, 3.4))
+            # 8.5 in: 680 CSS px at 80 dpi, within a desktop's column (684 px at 1280 x 900),
+            # so the frame is shown at its natural size, its text as figure_to_png checked it.
+            fig, (ax, ax2) = plt.subplots(1, 2, figsize=figsize or (8.5, 3.4))
             second_panel(ax2, *params)
         heatmap(matrix_of(*params), ax=ax, vmax=vmax, **heatmap_kwargs)
         fig.tight_layout()
