@@ -57,7 +57,7 @@ def _tie_tolerance(weights: torch.Tensor) -> float:
     as a tie, such an input keeps the unit's value on every CPU."""
     if not weights.is_floating_point():
         return 0.0
-    scale = float(weights.abs().sum(-1).max())  # the largest |h| any ±1 state can produce
+    scale = float(weights.detach().abs().sum(-1).max())  # the largest |h| a ±1 state can produce
     return 64 * torch.finfo(weights.dtype).eps * scale
 
 
