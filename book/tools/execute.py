@@ -62,24 +62,14 @@ TEXT_KEY = "book"
 TEXT_RECORDER = r"""
 import hashlib as _hashlib, json as _json
 import matplotlib.backend_bases as _mbb
-import matplotlib.text as _mtext
+from helpers.figures.fonts import drawn_font_sizes as _drawn
 
 def _book_record_text(print_figure, record):
-    # As helpers.figures.frames.drawn_font_sizes (not imported: it would import pyplot
-    # before the kernel has chosen its backend).
     def recording(self, filename, *args, **kwargs):
         dpi = kwargs.get("dpi", args[0] if args else None)
         dpi = self.figure.dpi if dpi in (None, "figure") else float(dpi)
-        sizes, draw = [], _mtext.Text.draw
-        def measured(text, renderer):
-            if text.get_visible() and text.get_text().strip():
-                sizes.append(float(text.get_fontsize()))
-            return draw(text, renderer)
-        _mtext.Text.draw = measured
-        try:
+        with _drawn() as sizes:
             result = print_figure(self, filename, *args, **kwargs)
-        finally:
-            _mtext.Text.draw = draw
         png = filename.getvalue() if hasattr(filename, "getvalue") else b""
         if png.startswith(b"\x89PNG"):
             px = round(min(sizes) * dpi / 72, 2) if sizes else None

@@ -15,15 +15,13 @@ string is never drawn and never measured.
 from __future__ import annotations
 
 import base64
-import contextlib
 import io
-from collections.abc import Iterator
 
 import matplotlib.pyplot as plt
-from matplotlib import text as mtext
 from PIL import Image
 
 from helpers.checks import check_real
+from helpers.figures.fonts import drawn_font_sizes
 
 __all__ = [
     "DEFAULT_DPI",
@@ -46,28 +44,6 @@ PIXEL_RATIO = 2
 
 #: The smallest text, in CSS pixels, a figure of the book may show on a phone.
 MIN_TEXT_PX = 9.0
-
-
-@contextlib.contextmanager
-def drawn_font_sizes() -> Iterator[list[float]]:
-    """Within the block, record the size in points of every non-empty text matplotlib draws.
-
-    Yields the list the sizes are appended to. Any figure drawn in the block counts (a
-    ``savefig``, Jupyter's inline display); matplotlib's ``Text.draw`` is restored after it.
-    """
-    sizes: list[float] = []
-    original = mtext.Text.draw
-
-    def draw(self, renderer):
-        if self.get_visible() and self.get_text().strip():
-            sizes.append(float(self.get_fontsize()))
-        return original(self, renderer)
-
-    mtext.Text.draw = draw
-    try:
-        yield sizes
-    finally:
-        mtext.Text.draw = original
 
 
 def smallest_text_px(fig, dpi: float | None = None) -> float:
