@@ -213,7 +213,7 @@ check-chapter:
 	$(PY) -m pytest -q -p no:cacheprovider --nbval $(CHAPTER)
 
 # Every benchmark runs; the target fails at the end if any of them missed a budget.
-BENCHMARKS := build site figures attention multihead transformer efficient inference extrapolation
+BENCHMARKS := build site figures attention multihead transformer efficient inference extrapolation timings
 bench: book
 	@failed=""; for name in $(BENCHMARKS); do \
 		echo "== benchmarks/$$name.py"; \

@@ -1174,8 +1174,10 @@ print(f"MLP on [q; k] / additive multiply-adds: {ratio:.0f}")
 # after a warm-up call (`time_scorers` does the bookkeeping with `time.perf_counter`). To separate the suspects,
 # one more line times $\tanh$ alone, applied to a $(T, T, h)$ tensor of zeros: no
 # multiply-adds at all. Timings differ from machine to machine and run to run, so the cell
-# prints no times; it asserts only conclusions that hold by a wide margin, and the plot shows
-# this run's measurements.
+# prints no times; it checks only conclusions that hold by a wide margin, and the plot shows
+# this run's measurements. A busy machine can blur even those, so the cell says so in a note
+# rather than an error, and `benchmarks/timings.py` checks the same conclusions as budgets
+# (`make bench`).
 #
 
 # %% mystnb={"image": {"alt": "Log-log plot of time per call in milliseconds against sequence length T from 64 to 1024 for five scoring functions and a dotted line for tanh alone on a (T, T, h) tensor of zeros. Additive and MLP-on-concatenation lie far above bilinear, dot product and scaled dot product, and the tanh-alone line runs close below the additive line. The upper lines climb roughly as T squared; the lower three start nearly flat at small T and then climb steeply too."}} tags=["nbval-ignore-output"]
@@ -1203,40 +1205,50 @@ ax.set(xlabel="sequence length $T$ (queries = keys = $T$)", ylabel="time per cal
 ax.set_xticks(lengths, labels=[str(n) for n in lengths])
 ax.legend(fontsize=8)
 fig.tight_layout()
-assert seconds["additive"][-1] > 10 * seconds["dot product"][-1], f"got {seconds['additive'][-1]=}, {10 * seconds['dot product'][-1]=}"
-assert seconds["additive"][-1] > 10 * seconds["bilinear"][-1], f"got {seconds['additive'][-1]=}, {10 * seconds['bilinear'][-1]=}"
-assert seconds["additive"][-1] > 6 * seconds["additive"][lengths.index(256)], f"got {seconds['additive'][-1]=}, {6 * seconds['additive'][lengths.index(256)]=}"  # slope > log 6 / log 4 = 1.29
-for name in ["dot product", "scaled dot product", "bilinear"]:
-    assert seconds["MLP on [q; k]"][-1] > 10 * seconds[name][-1], f"got {seconds['MLP on [q; k]'][-1]=}, {10 * seconds[name][-1]=}"
-    assert seconds["additive"][-1] > 10 * seconds[name][-1], f"got {seconds['additive'][-1]=}, {10 * seconds[name][-1]=}"
-    assert seconds["tanh alone on (T, T, h)"][-1] > 10 * seconds[name][-1], f"got {seconds['tanh alone on (T, T, h)'][-1]=}, {10 * seconds[name][-1]=}"
-assert seconds["MLP on [q; k]"][-1] < 20 * seconds["additive"][-1], f"got {seconds['MLP on [q; k]'][-1]=}, {20 * seconds['additive'][-1]=}"  # 61 times the arithmetic
-print("At T = 1024, additive scoring is more than ten times slower than dot-product "
-      "or bilinear scoring, and so is tanh alone on the (T, T, h) tensor; the MLP on "
-      "[q; k] is less than twenty times slower than additive scoring.");
+fast = ["dot product", "scaled dot product", "bilinear"]
+expected = {  # each conclusion the text draws, checked with a wide margin at T = 1024
+    "additive and the MLP on [q; k] each over 10x every fast form": all(
+        seconds[slow][-1] > 10 * seconds[name][-1]
+        for slow in ["additive", "MLP on [q; k]"] for name in fast),
+    "tanh alone over 10x every fast form": all(
+        seconds["tanh alone on (T, T, h)"][-1] > 10 * seconds[name][-1] for name in fast),
+    "additive over 6x its time at T = 256": (
+        seconds["additive"][-1] > 6 * seconds["additive"][lengths.index(256)]),
+    "the MLP on [q; k] under 20x additive": (
+        seconds["MLP on [q; k]"][-1] < 20 * seconds["additive"][-1]),
+}
+if all(expected.values()):
+    print("At T = 1024, additive scoring is more than ten times slower than dot-product "
+          "or bilinear scoring, and so is tanh alone on the (T, T, h) tensor; the MLP on "
+          "[q; k] is less than twenty times slower than additive scoring.")
+else:  # timings, not counts: other work on the machine can blur them (never an error)
+    missed = "; ".join(name for name, held in expected.items() if not held)
+    print(f"Note: this run's timings do not show all the text describes (not seen: {missed}). "
+          "Other work on the machine blurs timings: rerun the cell when the machine is quiet, "
+          "or run benchmarks/timings.py, which checks the same conclusions.")
 
 # %% [markdown]
 # The counts did not predict the plot. The additive lines lie far above dot product and
 # bilinear although all three do about the same number of multiply-adds. $\tanh$ alone on
 # the $(T, T, h)$ tensor, with no multiply-adds at all, is itself more than ten times slower
-# than the dot product (asserted), and in the runs we made its line lies close to the
+# than the dot product (checked), and in the runs we made its line lies close to the
 # additive one: what makes additive scoring slow is the elementwise work on that 128 MiB
 # tensor, the $\tanh$ evaluations and the memory traffic of writing and
 # reading it, not its multiply-adds. The opposite error shows in the concatenated form. It
 # does 61 times the additive form's multiply-adds, yet it is less than twenty times slower
-# (asserted), because those multiply-adds run as one large matrix product, the operation
+# (checked), because those multiply-adds run as one large matrix product, the operation
 # processors do fastest. A count of multiply-adds compares computations of the same kind;
 # across kinds, transcendental functions and memory traffic can dominate, and only a
 # measurement says which.
 #
 # On log-log axes a slope of 2 means time grows like $T^2$, the number of query–key pairs,
 # and from $T = 256$ on the additive lines rise about that steeply or more (the cell
-# asserts only that the additive form's time grows more than sixfold from $T = 256$ to
+# checks only that the additive form's time grows more than sixfold from $T = 256$ to
 # $T = 1024$, a slope above $\log 6 / \log 4 \approx 1.29$). The dot product is quadratic
 # too, $T^2 d$ multiply-adds: its line starts nearly flat only because at small $T$ the
 # fixed cost of a call (Python, dispatch, allocating the result) outweighs the arithmetic.
 # Dot product, scaled dot product and bilinear are each one or two matrix products; at
-# $T = 1024$ all three run more than ten times faster than either additive form (asserted).
+# $T = 1024$ all three run more than ten times faster than either additive form (checked).
 # Dividing by $\sqrt d$ adds one multiplication per score, $T^2$ in all, to the $T^2 d$
 # multiply-adds of the product.
 #

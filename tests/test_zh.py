@@ -51,6 +51,16 @@ def _zh_pages() -> list[str]:
     return [str(Path(p).with_suffix("")) for p in zh.toc_files(toc)]
 
 
+def _catalog_pages() -> list[str]:
+    """Every page with a catalog, translated yet or not (a chapter being translated is
+    checked before it joins _toc.zh.yml); Sphinx's own catalog aside."""
+    return sorted(
+        str(po.relative_to(CATALOGS).with_suffix(""))
+        for po in CATALOGS.rglob("*.po")
+        if po.name != "sphinx.po"
+    )
+
+
 def _built(path: Path) -> str:
     if not path.is_file():
         pytest.skip(f"{path} not built: run `make book`")
@@ -104,7 +114,7 @@ def _markup(text: str) -> dict:
     }
 
 
-@pytest.mark.parametrize("page", _zh_pages())
+@pytest.mark.parametrize("page", _catalog_pages())
 def test_a_translation_keeps_the_markup_of_its_english(page):
     """Every formula, role ({term}, {doc}, {cite:p}) and code span of a message is in its
     translation, unchanged, and nothing else of the kind; bold marks as many."""
@@ -120,7 +130,7 @@ def test_a_translation_keeps_the_markup_of_its_english(page):
     assert not wrong, f"{page}: markup changed in {len(wrong)} messages: {wrong[:3]}"
 
 
-@pytest.mark.parametrize("page", _zh_pages())
+@pytest.mark.parametrize("page", _catalog_pages())
 def test_a_glossary_link_reads_as_the_glossary_names_it(page):
     """Where the English links a glossary term, the translation's link text is the term's
     Chinese name as the glossary gives it (nndl and the Chinese d2l usage), never an
