@@ -141,7 +141,10 @@ def recorded(path: Path) -> list[dict]:
                 "frame": True,
                 "px": px,
                 "title": alt,
-                "width": float(re.search(r'width="(\d+)"', value).group(1)),
+                # a frame of side-by-side panels is one <img> per panel: they shrink
+                # together on a desktop, as the one figure they were drawn as
+                "width": float(sum(map(int, re.findall(r'<img [^>]*?width="(\d+)"', value)))),
+                "panels": [int(w) for w in re.findall(r'<img [^>]*?width="(\d+)"', value)],
             }
         )
     return [dict(r, desktop_px=desktop_px(r)) for r in records]

@@ -122,8 +122,9 @@ def draw_outputs(ax, temperature):
     ax.invert_yaxis()                                       # same row order as the heatmap
 
 
-def draw(temperature):  # 8.5 in: 680 px, the frame fits a desktop's column
-    fig, (ax, ax_out) = plt.subplots(1, 2, figsize=(8.5, 3.6), width_ratios=(1.5, 1))
+def draw(temperature):  # 8 in: 640 px, the frame fits a desktop's column; on a phone the
+    # panels stack, the heatmap 356 px wide, so its labels stay at 9 px in a 354 px column
+    fig, (ax, ax_out) = plt.subplots(1, 2, figsize=(8.0, 3.6), width_ratios=(1.3, 1))
     heatmap(weights_at(temperature), ax=ax, annotate=True, vmax=1.0,
             xticklabels=[f"{w}\nv = {v:g}" for w, v in zip(key_words, values.tolist())],
             yticklabels=query_words, xlabel="keys", ylabel="queries",

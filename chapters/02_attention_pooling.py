@@ -1057,7 +1057,7 @@ assert all(abs(abs(at[w][1]) - 0.65) < 0.02 for w in [0.5, 1.0])
 # noisy targets, so the noise averages out inside a narrower window, and a narrower window
 # blurs the curve less. On the grid below the leave-one-out loss is lowest at
 # $\sigma = 0.125$ and the test error at $\sigma = 0.15$ (both were 0.25–0.3 with 50
-# points), and the best test error is five times smaller than with 50 points. (For one
+# points), and the best test error is between five and six times smaller than with 50 points. (For one
 # parameter a grid is the simplest check.)
 #
 # The classical analysis predicts both changes. For a smooth $f$ and a window of width

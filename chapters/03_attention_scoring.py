@@ -291,7 +291,7 @@ print("naive additive scores = AdditiveAttention.scores; weights and outputs agr
 # $\mathbf k$, $\mathbf W_1 = [\,\mathbf W_q \;\; \mathbf W_k\,]$. Then
 # $\mathbf W_1 [\mathbf q; \mathbf k] = \mathbf W_q \mathbf q + \mathbf W_k \mathbf k$: the two
 # forms are one function, with $\mathbf w_2 = \mathbf w_v$. What differs is the arithmetic.
-# The concatenated form builds an $(Q, K, d_q + d_k)$ tensor and multiplies every one of its
+# The concatenated form builds a $(Q, K, d_q + d_k)$ tensor and multiplies every one of its
 # $QK$ rows by $\mathbf W_1$, about $QK\,h\,(d_q + d_k)$ multiply-adds. The additive form
 # projects each query and each key once, $h\,(Q d_q + K d_k)$ multiply-adds, and is left with
 # $h$ additions per pair; both forms then apply the $\tanh$ and the read-out, $h$ more
@@ -591,8 +591,8 @@ assert all(abs(variance / d - 1) < 0.1 for variance, d in zip(measured, dims))
 # with $\delta_{ij} = 1$ if $i = j$ and 0 otherwise. Every entry of $\mathbf J$ lies between
 # $-\tfrac14$ and $\tfrac14$ (a diagonal entry $\alpha_i(1-\alpha_i)$ is at most $\tfrac14$, an
 # off-diagonal one $-\alpha_i\alpha_j$ at least $-\tfrac14$), and more to the point the absolute values in row $i$
-# sum to $2\alpha_i(1-\alpha_i) \le \tfrac12$, so $\mathbf J$ never lengthens a gradient by more
-# than a factor $\tfrac12$, however many keys there are: a softmax can never make gradients
+# sum to $2\alpha_i(1-\alpha_i) \le \tfrac12$, so $\mathbf J$ at least halves the length of any
+# gradient it passes back, however many keys there are: a softmax can never make gradients
 # explode. But if $\boldsymbol\alpha$ is one-hot, every
 # entry is $0$: either $\alpha_i = 0$, or $\alpha_i = 1$ and then $\delta_{ij} - \alpha_j = 0$
 # for every $j$. Whatever the loss says about the weights reaches the scores, and through them
@@ -1601,8 +1601,8 @@ for name, key in [("key", k), ("2 x key", 2 * k)]:
 #   $\tanh u = u - u^3/3 + \cdots$, its lowest-order products of $\mathbf q$ and $\mathbf k$
 #   are of third order. More than that, the data decide the bound. Flipping every sign of an
 #   episode gives an episode just as likely (the noise and the keys are symmetric), with the
-#   same source, and an odd score gives it the scores $-\mathbf e$, whose argmax is the argmin
-#   of $\mathbf e$. A query's source cannot be both the argmax and the argmin of its scores,
+#   same source, and an odd score gives it the negatives of the scores it gave the original
+#   episode, whose argmax is their argmin. A query's source cannot be both the argmax and the argmin of its scores,
 #   so the fraction picked on the episodes plus the fraction picked on their flipped copies is
 #   at most 1, and since both have the same expected value, any odd score, trained however
 #   long, picks the source for at most half of the queries of new episodes, in expectation. The

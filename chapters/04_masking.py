@@ -560,7 +560,7 @@ print(f"{'mean of the values':>18}: [{mean_row}]")
 # SDPA runs its fused CPU kernel, `SDPBackend.FLASH_ATTENTION`, when the inputs allow it
 # (among other conditions, queries, keys and values must be 4-D, (B, H, Q, D)), and the math
 # backend otherwise: the 2-D and 3-D checks above ran on the math backend. The cell below
-# gives the example of before a batch and a head axis and forces each backend in turn with
+# adds a batch axis and a head axis to the example above and forces each backend in turn with
 # `torch.nn.attention.sdpa_kernel`. A GPU has other kernels; the release notes show the zero
 # row on a CUDA device, but check your own device and version before relying on it.
 # `nn.MultiheadAttention` depends on how it is called. On its default path,
@@ -662,7 +662,7 @@ def length_mask(length):
 
 weights_by_length = {n: masked_softmax(scores_2, length_mask(n)) for n in lengths}
 slider_heatmap(lambda n: weights_by_length[n], lengths, description="valid length L",
-               initial=4, title="masked weights, sentence 2", figsize=(6.4, 4.2),
+               initial=4, title="masked weights, sentence 2", figsize=(5.4, 4.2),
                xticklabels=padded[2], yticklabels=padded[2])
 
 # %% [markdown]
@@ -1181,7 +1181,7 @@ print("softmax of the allowed scores; masked scores have no effect and zero grad
 
 # %% [markdown]
 # **3. Generating with a cache.** At generation time a language model feeds one new token at
-# position $t$ and keeps the keys and values of positions $0, \dots, t$ from earlier steps:
+# position $t$ and keeps the keys and values of positions $0, \dots, t-1$ from earlier steps, to which it adds its own:
 # $Q = 1$, $K = t + 1$. What does `causal_mask(1, t + 1)` allow, why is it wrong here, and what
 # is the right mask? Check that the right mask reproduces row $t$ of the full causal pass.
 #

@@ -191,7 +191,7 @@ assert loud == hiss_frames == list(range(36, 50)), f"got {loud=}, {hiss_frames=}
 print(f"1 s of audio: {sample_rate} samples -> {num_frames} frames of 40 numbers")
 print(f"1 min of audio: {1 + (60 * sample_rate - frame_length) // hop_length} frames")
 
-# %% mystnb={"image": {"alt": "A heatmap of 40 frequency bands (rows) by 98 frames (columns). Three bright lines rise gently from left to right near the bottom (the tone and its harmonics), and a bright vertical block spanning all bands sits around frames 37 to 50 (the hiss)."}}
+# %% mystnb={"image": {"alt": "A heatmap of 40 frequency bands (rows) by 98 frames (columns). Three bright lines rise gently from left to right near the bottom (the tone and its harmonics), and a bright vertical block spanning all bands sits at frames 36 to 49 (the hiss)."}}
 fig, ax = plt.subplots(figsize=(6.5, 3.0))
 heatmap(features.T.flip(0), ax=ax, vmin=None, xlabel="frame (one every 10 ms)",
         ylabel="frequency band (high at top)", title="one second of sound: 98 vectors")
@@ -369,7 +369,7 @@ assert self_attention_params == 3 * d * d, f"got {self_attention_params=}, {3 * 
 # $$
 #
 # The dot product is one choice of scoring function; the
-# [additive score](../book/glossary.md#term-additive-attention) $w^\top \tanh(W_1 q + W_2 k)$ of chapter 3 works too. The Transformer uses the scaled dot product because all the pairs are scored by one
+# [additive score](../book/glossary.md#term-additive-attention) $\mathbf w_v^\top \tanh(\mathbf W_q \mathbf q + \mathbf W_k \mathbf k)$ of chapter 3 works too. The Transformer uses the scaled dot product because all the pairs are scored by one
 # matrix product, which is faster and more space-efficient
 # than the additive score, and dividing by $\sqrt{d_k}$ stops the scores' spread from growing
 # with $d_k$ ([Vaswani et al. [2017]](../book/references.bib#vaswani2017), Section 3.2.1 and its footnote 4; chapter 3). Here is the

@@ -737,7 +737,7 @@ def render_head(frame_name):
     model = "1-head model" if frame_name == "single head" else "3-head model"
     heatmap(frames[frame_name][example], ax=ax_map, vmax=1.0, xlabel="keys (position:symbol)",
             ylabel="queries", xticklabels=labels, yticklabels=labels,
-            title=f"{frame_name} ({model}), example sequence")
+            title=f"{frame_name} ({model}),\nexample sequence")
     relation_bars(ax_bars, frame_name)
     fig.tight_layout()
     return fig
@@ -854,7 +854,7 @@ print("\nPyTorch's FlopCounterMode counts the same totals")
 # only checks, with a wide margin, that eight heads take between half and twice the time
 # of one, and prints a note, never an error, when a busy machine's timings fall outside
 # (`benchmarks/timings.py` checks the same range as a budget, in `make bench`). To be fair to every size on a busy machine, the sizes take turns, 20 rounds; each
-# keeps its fastest time for the printout, and the assert uses the median over the rounds of
+# keeps its fastest time for the printout, and the check uses the median over the rounds of
 # the ratio between eight heads and one, two measurements taken moments apart.
 
 # %% tags=["nbval-ignore-output"]
@@ -1109,7 +1109,7 @@ print(f"parameters: {4 * D**2 + 4 * D:,} split, {4 * H * D**2 + 3 * H * D + D:,}
 # independently of $H$, as large as the sequence length, instead of $D/H$. More heads is not
 # free after all: what they gain in number they lose in width. The bound is on the *scores*:
 # the softmax acts entry by entry, so the weight matrix it returns is in general of full rank
-# (the cell finds rank 10 for every head, computing in float64), but only weight patterns whose logits have rank $d_h$ can be reached.
+# (the cell finds rank 10 for every head, computing in float64), but only weight patterns whose logits have rank at most $d_h$ can be reached.
 #
 # </details>
 

@@ -612,7 +612,7 @@ assert abs(from_formula.min() - 10.8) < 0.05 and offsets[from_formula.argmin()].
 # Section 3). GPT-1 "used learned position embeddings instead of the sinusoidal version"
 # ([Radford et al. [2018]](../book/references.bib#radford2018), Section 4.1), and GPT-2 keeps the GPT design with the context grown
 # from 512 to 1024 tokens ([Radford et al. [2019]](../book/references.bib#radford2019), Section 2.3). It is the one-hot encoding of
-# the first section passed through a linear layer. `helpers.positional.LearnedPositionalEncoding`
+# the section *First attempts* passed through a linear layer. `helpers.positional.LearnedPositionalEncoding`
 # holds the table as an `nn.Embedding`:
 
 # %%
@@ -1342,8 +1342,8 @@ assert attention_parameters(128) == 66_048 and attention_parameters(80) == 25_92
 
 # %% [markdown]
 # A full-width code carried through the layers costs four times the parameters of every layer
-# (and $(1 + 16/64)^2 \approx 1.56$ times for a 16-wide code); projected once, the code costs
-# 5,120 parameters in all. Projecting once is close to what adding already does: at the first
+# (and $(1 + 16/64)^2 \approx 1.56$ times for a 16-wide code); projected once, the 16-wide code costs
+# 5,120 parameters in all (the whole $(D + 16) \times D$ projection). Projecting once is close to what adding already does: at the first
 # layer, $W[x_t;\,p_t] = W_x x_t + W_p p_t$, so concatenate-then-project is adding with a
 # separate learned map for the position code, and adding the raw code is the special case
 # $W_x = W_p$. And since in high dimension $x_t$ and $p_t$ lie in nearly orthogonal

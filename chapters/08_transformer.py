@@ -1312,9 +1312,9 @@ fig.tight_layout()
 # Five comparisons held on every CPU configuration we tried, although the exact counts did
 # not: post-LN with Adam and no warm-up had the slowest median and was the only setting in
 # which some run had not learned after 150 steps; warm-up made post-LN learn faster in each of
-# these five seeds; for pre-LN, warm-up helped in some seeds and cost steps in others; and replacing Adam
+# these five seeds; for pre-LN, warm-up helped in some seeds and cost steps in others; replacing Adam
 # by RAdam, with no warm-up, also made post-LN learn faster in each of these seeds, about as fast as
-# Adam with warm-up (medians less than 20 steps apart). Pre-LN without warm-up and post-LN
+# Adam with warm-up (medians less than 20 steps apart); and pre-LN without warm-up and post-LN
 # with warm-up ended close, with medians less than 25 steps apart. So in this
 # one-block experiment, at this learning rate, pre-LN did not need warm-up and post-LN did,
 # unless its optimiser was changed: the remedy that the optimiser-side explanation proposes

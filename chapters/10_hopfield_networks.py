@@ -1152,7 +1152,7 @@ for trial in range(5):  # five random sets of P = 10,000 patterns
     own = scores.gather(1, chosen[:, None])[:, 0]
     closest_other = scores.scatter(1, chosen[:, None], -1e9).max(-1).values  # (200,)
     if trial == 0:
-        lines.append(f"set 0: overlap of each cue with its own pattern: {own.mean():.1f} (of 100); "
+        lines.append(f"set 0: dot product of each cue with its own pattern: {own.mean():.1f} (of 100); "
                      f"with the closest other pattern: {closest_other.mean():.1f} on average, "
                      f"{closest_other.max():.0f} at most")
         scores_0, chosen_0, own_0, closest_0 = scores, chosen, own, closest_other  # exercise 4
@@ -1169,7 +1169,7 @@ assert min(rates_random[0.5]) == 1.0 and max(rates_random[0.1]) < 0.05, rates_ra
 # %% [markdown]
 # With $\beta = 0.5$ all 200 come back exactly, in each of the five sets, with a hundred times
 # more patterns than units.
-# The geometry explains it: a cue keeps overlap 60 with its own pattern, while in 100
+# The geometry explains it: a cue keeps a dot product of 60 (an overlap of 0.6) with its own pattern, while in 100
 # dimensions the closest of the other 9,999 random patterns stays well below it on average, and
 # in this set below it even for the worst cue (the printed average and maximum); a sharp enough softmax sees nothing but the winner. Ramsauer et al.
 # prove that the number of random patterns that can be stored and retrieved this way grows
@@ -1478,9 +1478,9 @@ for beta_f, (counts_f, on_family, same) in regimes.items():
 # cue. From $\beta = 1/8$ to about $1/3$ each cue ends at the average of its own family, with
 # the 5 patterns of the family holding 90% of the weight (and at least 95% of the weight on
 # the 8-family, from the 8's cue): a metastable state. From $\beta \approx 0.7$ on each cue ends at
-# a single stored pattern. The middle regime is wide here, we claim, because the gap between the
-# families (overlap about 0.07) is much larger than the gap inside a family (overlap about
-# 0.78); the ten digits have no such gap. To test that, change only the tightness of the
+# a single stored pattern. The middle regime is wide here, we claim, because the
+# families lie far apart (overlap about 0.07 between them) and each family's members close
+# together (overlap about 0.78 inside it); the ten digits have no such gap. To test that, change only the tightness of the
 # families: the same draw with 4 or 6 pixels flipped per variant instead of 2 (the same random
 # order of pixels, so each set adds flips to the previous one; the cues add the same 2 flips):
 
@@ -1565,7 +1565,7 @@ for scale in [1, 2, 4, 8]:  # a longer query (as W_q can learn) raises the effec
 # every head of a multi-head layer that splits the $D$ features among its heads (chapter 9's does), a generic $W_V'$ does not (checked below on random matrices); a single head with $d_k = D$ and an invertible $W_K$ meets the condition for any $W_V'$. And the
 # energy argument, which makes repeated updates settle, needs more: the output must live in
 # the space of the state, with the values equal to the keys, as in the modern network above.
-# So every scaled dot-product head (with no bias added to its scores, such as chapter 7's ALiBi)
+# So every scaled dot-product head (with no bias, such as chapter 7's ALiBi, added to its scores)
 # has the *form* of one Hopfield update, and, with its own keys as the stored patterns, it *is* one exactly when
 # its values are a linear map of its keys. (In a larger space every head is one: stack each key with its
 # value into one longer stored pattern and pad the query with zeros; the scores do not change, and the

@@ -367,7 +367,7 @@ shown = list(range(8))
 
 def render_story(index):
     story_i, question_i, answer_i = (t[index] for t in test_2)
-    fig, ax = plt.subplots(figsize=(5.6, 3.4))
+    fig, ax = plt.subplots(figsize=(5.4, 3.4))  # 432 px: whole in a phone's column
     heatmap(read_weights[index].T, ax=ax, xlabel="hop", ylabel="memory slot (sentence)",
             vmin=0, vmax=1, xticklabels=["hop 1", "hop 2"],
             yticklabels=[decode(s) for s in story_i])
@@ -487,7 +487,7 @@ assert top_weight > 0.85, f"median top weight {top_weight:.3f}"
 #   almost perfectly; two hops answered the two-fact questions on every seed (at $d = 20$ and 100 steps), and a third
 #   added nothing on this task (one of its seeds stayed stuck in this run). The trained hops read the two supporting facts in order (who
 #   has the object, then where that person is), learned from answers alone.
-# - At this short budget the paper's starting scale (0.1) left most seeds stuck; a wider start
+# - At this short budget the paper's starting scale (0.1) left every seed stuck; a wider start
 #   (0.5) trained every seed. Bounded to this task, this size ($d = 20$) and this budget.
 # - A hop is attention at scale 1 with separate keys and values; with values equal to keys it
 #   is one modern Hopfield update at $\beta = 1$. Hops differ from iterated Hopfield updates:

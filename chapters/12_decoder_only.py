@@ -161,7 +161,7 @@ assert torch.equal(x[:, 1:], y[:, :-1]), "the target is not the input shifted by
 # token-embedding matrix, Radford et al. 2018, Section 3.1), so the model reads and
 # writes characters in the same space.
 #
-# The model below written in the open, in nanoGPT's order, and checked against the helper:
+# The model below is written in the open, in nanoGPT's order, and checked against the helper:
 
 # %%
 set_seed(0)
@@ -391,7 +391,7 @@ assert "$" in sample(1.0), "no LaTeX at T = 1"
 assert all(abs(h * 10 % 1 - 0.5) > 0.01 for h in full_hs + top5_hs), f"near a boundary: {entropies}"
 
 # %% [markdown]
-# The entropy rises with the temperature in every frame, from near 0 bits (almost greedy)
+# The entropy rises with the temperature from frame to frame, from near 0 bits (almost greedy)
 # to several bits; top-5 keeps it at most $\log_2 5 \approx 2.3$ bits, however high the
 # temperature (only five characters keep any probability, unless others tie with the fifth
 # largest logit, which the helper keeps too). These are the numbers of one trained model (seed 0) after one prompt.

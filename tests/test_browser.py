@@ -6,7 +6,10 @@ of that look runs on that one opening:
 * no request leaves 127.0.0.1 (others are refused and recorded), the console has no errors,
   the theme follows the reader's colour scheme;
 * an axe-core audit (npm, read from node_modules): no serious or critical violation
-  (desktop light and dark, phone dark);
+  (desktop light and phone dark; a page of the Chinese edition, which has the English page's
+  figures, layout and colours, is opened in the two other looks only, desktop dark under
+  the sub-path and phone light, and audited in phone light with every rule but colour
+  contrast);
 * desktop light: no raw ``$$`` is left untypeset, every slider changes the visible picture,
   every slider's accessible name names its figure and is unique on the page, Chinese text
   is marked ``lang="zh-Hans"``, the theme's full FontAwesome is never loaded and every icon
@@ -89,8 +92,15 @@ LOOKS = {
     "phone-light": (PHONE, "light"),
     "phone-dark": (PHONE, "dark"),
 }
-# Where each page is audited by axe-core.
-AUDITED = ["desktop-light", "desktop-dark", "phone-dark"]
+# Where each page is audited by axe-core: once per colour scheme, at both widths between
+# the two editions (axe's rules read the markup and the colours, which each look's CSS sets).
+AUDITED = ["desktop-light", "phone-dark"]
+# A page of the Chinese edition (zh/) has the English page's figures, sliders, layout and
+# colours (the same notebook outputs and CSS), so it is opened in the two other looks: desktop
+# dark under the sub-path (its sliders moved there) and phone light, audited there with every
+# rule but colour contrast (its colours are the English page's, audited in both schemes).
+TRANSLATION_LOOKS = ["desktop-dark", "phone-light"]
+TRANSLATION_AUDITED = "phone-light"
 # The look opened under a sub-path (as GitHub Pages serves a project); the others at the root.
 SUB_PATH_LOOK = "desktop-dark"
 # What the theme used to load for its icons: nothing may request these any more.
@@ -272,13 +282,25 @@ def _shot(folder: str, page_path: str) -> Path:
 # --- One opening per page and look: every check of that look
 
 
-@pytest.mark.parametrize("look", list(LOOKS))
-@pytest.mark.parametrize("page_path", _pages() or ["index.html"])
+def _page_looks() -> list[tuple[str, str]]:
+    """(page, look) for every page and look it is opened in."""
+    return [
+        (page, look)
+        for page in _pages() or ["index.html"]
+        for look in (TRANSLATION_LOOKS if page.startswith("zh/") else LOOKS)
+    ]
+
+
+def _audited(page_path: str, look: str) -> bool:
+    return look == TRANSLATION_AUDITED if page_path.startswith("zh/") else look in AUDITED
+
+
+@pytest.mark.parametrize(("page_path", "look"), _page_looks())
 def test_page_in_each_look(browser, root_server, sub_path_server, page_path, look):
     """Every page at desktop and phone width, light and dark, opened once for all the checks
     of that look (see the module's docstring); every problem found is reported together.
     Desktop dark is served under a sub-path, as GitHub Pages serves a project."""
-    if look in AUDITED and not AXE.is_file():
+    if _audited(page_path, look) and not AXE.is_file():
         _unavailable(f"{AXE} not found: run `npm ci` (make book)")
     base = sub_path_server if look == SUB_PATH_LOOK else root_server
     opened = _open(browser, f"{base}/{page_path}", look)
@@ -323,14 +345,17 @@ def test_page_in_each_look(browser, root_server, sub_path_server, page_path, loo
             problems += _slider_checks(page, page_path)
         if look == "phone-light" and page_path != "404.html":
             problems += _phone_checks(page, page_path)
-        if look in AUDITED:
+        if _audited(page_path, look):
             page.add_script_tag(path=str(AXE))
             problems += [
                 f"axe: {v['impact']} {v['rule']} ({v['help']}): {v['target']}: {v['html']}"
-                for v in page.evaluate(AXE_RUN)
+                for v in page.evaluate(AXE_RUN, page_path.startswith("zh/"))
             ]
         # Last, as it opens the drawer on a phone: the sidebar shows the book's title.
-        if page_path.startswith("chapters/") and look in ("desktop-light", "phone-light"):
+        if page_path.removeprefix("zh/").startswith("chapters/") and look in (
+            "desktop-light",
+            "phone-light",
+        ):
             problems += _sidebar_checks(page, page_path, look)
         if problems:
             page.screenshot(path=str(_shot(f"failed/{look}", page_path)), full_page=True)
@@ -453,9 +478,12 @@ def _slider_checks(page, page_path: str) -> list[str]:
 
 def _phone_checks(page, page_path: str) -> list[str]:
     """At 390 CSS px no page is wider than the screen: long inline code wraps and a wide
-    display equation scrolls inside its own box; every figure, static or live, is shown at
-    its natural size (wide ones scroll inside their output box), so the label sizes of
-    benchmarks/figures.py (at least 9 CSS px) hold."""
+    display equation scrolls inside its own box; every static figure is shown at its natural
+    size (wide ones scroll inside their output box), so the label sizes of
+    benchmarks/figures.py (at least 9 CSS px) hold; every live figure is whole in the column,
+    its panels wrapped into as many rows as it needs, its text at 9 CSS px or more as shown,
+    and its slider in
+    view, not covered, when the reader has scrolled to its last panel."""
     problems = []
     overflow = page.evaluate(
         "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
@@ -472,6 +500,35 @@ def _phone_checks(page, page_path: str) -> list[str]:
         f"inline formula cut at 390 px (its box neither shows nor scrolls to it): {c}"
         for c in page.evaluate(CLIPPED_INLINE_MATH_JS)
     ]
+    problems += _live_phone_checks(page)
+    return problems
+
+
+def _live_phone_checks(page) -> list[str]:
+    from helpers.figures.frames import MIN_TEXT_PX
+
+    problems = []
+    for f in page.evaluate(LIVE_ON_A_PHONE_JS):
+        where = f"live figure {f['index']} {f['alt']!r}"
+        for panel in f["panels"]:
+            if panel["left"] < f["column"][0] - 0.5 or panel["right"] > f["column"][1] + 0.5:
+                problems.append(
+                    f"{where}: a panel runs out of the column at 390 px: x {panel['left']:.0f} "
+                    f"to {panel['right']:.0f}, the column {f['column'][0]:.0f} to "
+                    f"{f['column'][1]:.0f}"
+                )
+            if panel["textPx"] not in (None, "none"):
+                shown = float(panel["textPx"]) * panel["shown"] / panel["natural"]
+                if shown < MIN_TEXT_PX - 1e-6:
+                    problems.append(
+                        f"{where}: smallest text {shown:.1f} px at 390 px < {MIN_TEXT_PX:g} px "
+                        f"(a panel {panel['natural']:.0f} px wide shown {panel['shown']:.0f})"
+                    )
+        if not f["sliderInView"]:
+            problems.append(
+                f"{where}: scrolled to its last panel, its slider is out of view or covered "
+                f"at 390 px: {f['slider']}"
+            )
     return problems
 
 
@@ -532,7 +589,8 @@ def _sidebar_checks(page, page_path: str, look: str) -> list[str]:
     if not title["found"]:
         return [f"no book title in {container}"]
     problems = []
-    if title["text"] != "Attention Mechanisms":
+    expected = "注意力机制：交互式教材" if page_path.startswith("zh/") else "Attention Mechanisms"
+    if title["text"] != expected:
         problems.append(f"the sidebar's title reads {title['text']!r}")
     if not (title["boxTop"] - 1 <= title["top"] and title["bottom"] <= title["boxBottom"] + 1):
         problems.append(f"the sidebar's title is out of view: {title}")
@@ -544,7 +602,7 @@ def _sidebar_checks(page, page_path: str, look: str) -> list[str]:
 # Every figure of the page (static outputs and the visible live frames) with its displayed
 # width below its natural width: benchmarks/figures.py's label sizes assume natural size.
 # A live frame's natural size is its width attribute (its PNG holds two pixels per CSS pixel).
-SHRUNK_FIGURES_JS = """() => [...document.querySelectorAll('.cell_output img')]
+SHRUNK_FIGURES_JS = """() => [...document.querySelectorAll('.cell_output img:not(.live-frame)')]
   .filter(img => img.getClientRects().length > 0 && img.naturalWidth > 0)
   .map(img => ({alt: (img.alt || '').slice(0, 60),
                 natural: img.classList.contains('live-frame')
@@ -583,6 +641,44 @@ FIGURE_BOXES_JS = """() => {
             natural: live ? Number(img.getAttribute('width')) : img.naturalWidth,
             shown: r.width, left: r.left, right: r.right, clippedBy};
   })};
+}"""
+
+
+# Every live figure on a phone: its visible frame's panels (where they lie, natural and shown
+# width, recorded text size; they wrap to as many rows as the column needs), the column's
+# edges, and whether its slider
+# is in view and on top once the page is scrolled so the last panel's bottom meets the
+# screen's (the sticky slider stays under the header's button row).
+LIVE_ON_A_PHONE_JS = """async () => {
+  const article = document.querySelector('article.bd-article') || document.body;
+  const a = article.getBoundingClientRect();
+  const out = [];
+  const boxes = [...document.querySelectorAll('.widget-vbox')].filter(
+    b => b.querySelector(':scope > .widget-slider') && b.querySelector('img.live-frame'));
+  for (const [index, box] of boxes.entries()) {
+    const panels = [...box.querySelectorAll('img.live-frame')]
+      .filter(i => i.getClientRects().length > 0);
+    if (!panels.length) continue;
+    const last = panels[panels.length - 1];
+    window.scrollTo(0, window.scrollY + last.getBoundingClientRect().bottom - innerHeight + 4);
+    await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    const slider = box.querySelector(':scope > .widget-slider');
+    const s = slider.getBoundingClientRect();
+    const hit = document.elementFromPoint(s.left + 8, (s.top + s.bottom) / 2);
+    const rects = panels.map(i => i.getBoundingClientRect());
+    out.push({
+      index, alt: (panels[0].alt || '').slice(0, 50),
+      column: [a.left, a.right],
+      sliderInView: s.top >= 0 && s.bottom <= innerHeight && !!hit && slider.contains(hit),
+      slider: {top: Math.round(s.top), bottom: Math.round(s.bottom), hit: hit ?
+               hit.tagName.toLowerCase() + '.' + [...hit.classList].slice(0, 2).join('.') : null},
+      panels: panels.map((i, k) => ({left: rects[k].left, right: rects[k].right,
+        shown: rects[k].width, natural: Number(i.getAttribute('width')),
+        textPx: i.getAttribute('data-text-px')})),
+    });
+  }
+  window.scrollTo(0, 0);
+  return out;
 }"""
 
 
@@ -732,10 +828,12 @@ FRAME_BOXES_JS = """() => [...document.querySelectorAll('.widget-subarea img')]
   })"""
 
 
-AXE_RUN = """async () => {
-  // target-size (WCAG 2.5.8, 24 x 24 px) is off by default in axe-core: on here.
-  const result = await axe.run(document, {resultTypes: ['violations'],
-                                          rules: {'target-size': {enabled: true}}});
+AXE_RUN = """async (translation) => {
+  // target-size (WCAG 2.5.8, 24 x 24 px) is off by default in axe-core: on here. A page of
+  // the Chinese edition skips colour contrast (its colours are the English page's).
+  const rules = {'target-size': {enabled: true}};
+  if (translation) rules['color-contrast'] = {enabled: false};
+  const result = await axe.run(document, {resultTypes: ['violations'], rules});
   return result.violations
     .filter(v => v.impact === 'serious' || v.impact === 'critical')
     .flatMap(v => v.nodes.map(n => {
@@ -919,7 +1017,9 @@ PRINT_STRIPS_JS = """() => {
   const strips = [...document.querySelectorAll('.print-strip')];
   const bad = strips.filter(s => {
     const imgs = [...s.querySelectorAll('img')];
-    return imgs.length !== 3 || !s.getClientRects().length
+    const frames = [...s.querySelectorAll('figure')];
+    return frames.length !== 3 || frames.some(f => !f.querySelector('img'))
+      || !s.getClientRects().length
       || imgs.some(i => !i.complete || i.naturalWidth === 0)
       || [...s.querySelectorAll('figcaption')].some(c => !c.textContent.trim());
   }).map(s => s.outerHTML.replace(/data:[^"]+/g, 'data:...').slice(0, 200));

@@ -59,6 +59,38 @@ def test_pages_publish_only_after_the_tests_pass():
     assert "github.ref == 'refs/heads/main'" in publish
 
 
+def test_every_test_file_runs_in_a_workflow_job():
+    """`make test` runs tests/ whole; the workflow splits it into jobs: `make unit` (the tests
+    marked unit), `make nbval`, `make test-site` and `make test-clients` (their file lists).
+    A file none of them runs would pass `make test` and never run on GitHub."""
+    import re
+
+    import conftest
+
+    make = (ROOT / "Makefile").read_text()
+
+    def listed(name: str) -> set[str]:
+        block = re.search(rf"^{name} :=((?:.*\\\n)*.*)$", make, re.M).group(1)
+        return set(re.findall(r"tests/test_\w+\.py", block))
+
+    nbval = re.search(r"^nbval:.*\n(?:\t.*\n)+", make, re.M).group(0)
+    jobs = (
+        listed("SITE_TESTS")
+        | listed("CLIENT_TESTS")
+        | set(re.findall(r"tests/test_\w+\.py", nbval))
+    )
+    marked = re.compile(r"^pytestmark = pytest\.mark\.(book|browser|slow)\b", re.M)
+    missing = [
+        f"tests/{path.name}"
+        for path in sorted((ROOT / "tests").glob("test_*.py"))
+        if (path.name in conftest.BOOK_FILES or marked.search(path.read_text(encoding="utf-8")))
+        and f"tests/{path.name}" not in jobs
+    ]
+    assert not missing, (
+        f"not run by any workflow job (add to SITE_TESTS or CLIENT_TESTS): {missing}"
+    )
+
+
 def test_workflows_pass_actionlint():
     run = subprocess.run(
         [_linter("actionlint"), *map(str, WORKFLOWS)], capture_output=True, text=True, cwd=ROOT

@@ -2,6 +2,7 @@
 
 import base64
 import io
+import re
 import struct
 
 import ipywidgets as widgets
@@ -453,3 +454,80 @@ def test_figure_to_png_rejects_bad_pixel_ratio(ratio):
     with pytest.raises(ValueError, match="pixel_ratio must be 1, 2 or 3"):
         figure_to_png(fig, pixel_ratio=ratio)
     assert not plt.fignum_exists(fig.number)
+
+
+# ------------------------------------------------------------------ panels on a phone
+def _two_panels(suptitle=None, colorbar=False):
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.5, 3.4))
+    image = left.imshow(np.eye(4))
+    if colorbar:
+        fig.colorbar(image, ax=left)
+    left.set_title("weights")
+    right.plot([0, 1, 2], [0, 1, 4])
+    right.set_title("output")
+    if suptitle:
+        fig.suptitle(suptitle)
+    fig.tight_layout()
+    fig.savefig(io.BytesIO(), format="png", dpi=DPI)
+    return fig
+
+
+@pytest.mark.parametrize("colorbar", [False, True])
+def test_panel_columns_cuts_between_side_by_side_panels(colorbar):
+    """One cut, in the gap between the two panels; a colour bar stays with its heatmap."""
+    from helpers.figures.frames import panel_columns
+
+    fig = _two_panels(colorbar=colorbar)
+    columns = panel_columns(fig)
+    right = fig.axes[1].get_tightbbox(fig.canvas.get_renderer()).x0 / fig.bbox.width
+    assert len(columns) == 3 and columns[0] == 0.0 and columns[-1] == 1.0, columns
+    assert 0.3 < columns[1] < right, (columns, right)
+    plt.close(fig)
+
+
+def test_panel_columns_keeps_a_figure_whole_when_a_suptitle_spans_it():
+    from helpers.figures.frames import panel_columns
+
+    fig = _two_panels(suptitle="a title across both panels")
+    assert panel_columns(fig) == [0.0, 1.0]
+    fig_one, ax = plt.subplots()
+    fig_one.savefig(io.BytesIO(), format="png", dpi=DPI)
+    assert panel_columns(fig_one) == [0.0, 1.0]
+    plt.close(fig), plt.close(fig_one)
+
+
+def test_split_png_cuts_whole_css_pixels_and_keeps_every_column():
+    from helpers.figures.frames import css_size, figure_to_png, split_png
+
+    png = figure_to_png(_two_panels(), dpi=DPI, pixel_ratio=2)
+    pieces = split_png(png, [0.0, 0.37, 1.0], pixel_ratio=2)
+    widths = [Image.open(io.BytesIO(p)).size[0] for p in pieces]
+    heights = {Image.open(io.BytesIO(p)).size[1] for p in pieces}
+    assert len(pieces) == 2 and all(w % 2 == 0 for w in widths), widths
+    assert sum(widths) == Image.open(io.BytesIO(png)).size[0] and len(heights) == 1
+    assert sum(css_size(p, 2)[0] for p in pieces) == css_size(png, 2)[0]
+    assert split_png(png, [0.0, 1.0], pixel_ratio=2) == [png]
+
+
+def test_a_two_panel_frame_is_one_image_per_panel_and_one_alt_text():
+    """On a phone the panels stack (book/assets/phone.css); on a desktop they sit side by
+    side. The first panel's alt text describes the whole figure, the others are marked
+    decorative, and every panel records the frame's smallest text."""
+    live = slider_heatmap(
+        matrix_for,
+        [1, 2],
+        description="w",
+        second_panel=lambda ax, value: ax.plot([0, 1], [0, value]),
+        dpi=DPI,
+    )
+    _, stack = live.children
+    for frame, whole in zip(stack.children, live.frames):
+        html = frame.value
+        assert html.startswith('<div class="live-panels"><img src="data:'), html[:60]
+        alts = re.findall(r'alt="([^"]*)"', html)
+        widths = [int(w) for w in re.findall(r'<img [^>]*?width="(\d+)"', html)]
+        assert len(alts) == 2 and alts[0].endswith(
+            "at w = 1" if whole is live.frames[0] else "at w = 2"
+        )
+        assert alts[1] == "" and html.count("data-text-px=") == 2
+        assert abs(sum(widths) - Image.open(io.BytesIO(whole)).size[0] / 2) <= 1, widths

@@ -105,6 +105,10 @@ def extract() -> Path:
     for key in ("language", "html_search_language"):
         settings.pop(key)
     settings["gettext_location"] = False  # no source line numbers: smaller diffs
+    # MyST-NB renders a cell's outputs by the builder's MIME priorities, and the gettext
+    # builder has none: its figures (image/png) would be left out, and with them their alt
+    # text, which the HTML build translates (Sphinx's Locale transform) like a paragraph.
+    settings["nb_mime_priority_overrides"] = [["gettext", "image/png", 10]]
     config_path = GETTEXT / "_config.yml"
     config_path.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
     command = [

@@ -31,8 +31,10 @@ __all__ = [
     "drawn_font_sizes",
     "figure_to_png",
     "figure_words",
+    "panel_columns",
     "png_data_url",
     "smallest_text_px",
+    "split_png",
 ]
 
 #: CSS pixels per inch a frame is shown at: a 4.4-inch heatmap is 352 CSS px wide, and
@@ -137,3 +139,68 @@ def figure_words(fig) -> str:
         text = " ".join(w for w in (title or "a plot", f"({axes})" if axes else "") if w)
         parts.append(text.replace("$", "").replace("\\", ""))
     return "; ".join(parts) or "a figure"
+
+
+def panel_columns(fig) -> list[float]:
+    """Where ``fig`` can be cut into side-by-side panels, as fractions of its width.
+
+    Returns ``[0, c_1, ..., 1]``: each cut lies in the middle of a gap between columns of
+    axes, measured with everything an axes draws (tick labels, titles, legends); a colour
+    bar stays with the panel nearest to it, and no figure-level text (suptitle, figure
+    legend, ``fig.text``) may cross a cut. ``[0.0, 1.0]`` when the figure has one column.
+    A figure closed by :func:`figure_to_png` is measured on a fresh Agg canvas.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if hasattr(fig.canvas, "get_renderer") else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    width = fig.bbox.width
+    spans, bars = [], []
+    for ax in fig.axes:
+        box = ax.get_tightbbox(renderer) if ax.get_visible() else None
+        if box is None or box.width <= 0:
+            continue
+        span = [max(box.x0 / width, 0.0), min(box.x1 / width, 1.0)]
+        (bars if ax.get_label() == "<colorbar>" else spans).append(span)
+    for bar in bars:  # a colour bar joins the panel nearest to it
+        if spans:
+            near = min(spans, key=lambda s: min(abs(bar[0] - s[1]), abs(s[0] - bar[1])))
+            near[0], near[1] = min(near[0], bar[0]), max(near[1], bar[1])
+    columns: list[list[float]] = []
+    for x0, x1 in sorted(spans):
+        if columns and x0 < columns[-1][1]:
+            columns[-1][1] = max(columns[-1][1], x1)
+        else:
+            columns.append([x0, x1])
+    cuts = [(left[1] + right[0]) / 2 for left, right in zip(columns, columns[1:])]
+    figure_level = [*fig.legends, *fig.texts]
+    figure_level += [getattr(fig, name, None) for name in ("_suptitle", "_supxlabel", "_supylabel")]
+    for artist in figure_level:
+        if artist is None or not artist.get_visible():
+            continue
+        if hasattr(artist, "get_text") and not artist.get_text():
+            continue
+        box = artist.get_window_extent(renderer)
+        cuts = [c for c in cuts if not box.x0 / width < c < box.x1 / width]
+    return [0.0, *(float(c) for c in cuts), 1.0]
+
+
+def split_png(png: bytes, columns: list[float], pixel_ratio: int = 1) -> list[bytes]:
+    """``png`` cut into vertical strips at ``columns`` (fractions of its width, as
+    :func:`panel_columns` gives them): one PNG per panel, left to right, each a whole number
+    of CSS pixels wide (cut at multiples of ``pixel_ratio``). ``[png]`` for one column."""
+    if len(columns) <= 2:
+        return [png]
+    with Image.open(io.BytesIO(png)) as image:
+        image.load()
+        width, height = image.size
+        edges = sorted({round(c * width / pixel_ratio) * pixel_ratio for c in columns})
+        edges[0], edges[-1] = 0, width
+        pieces = []
+        for left, right in zip(edges, edges[1:]):
+            if right <= left:
+                continue
+            out = io.BytesIO()
+            image.crop((left, 0, right, height)).save(out, format="PNG", optimize=True)
+            pieces.append(out.getvalue())
+    return pieces

@@ -40,7 +40,9 @@ from helpers.figures.frames import (
     drawn_font_sizes,
     figure_to_png,
     figure_words,
+    panel_columns,
     png_data_url,
+    split_png,
 )
 from helpers.figures.plotting import heatmap, to_numpy
 
@@ -120,29 +122,37 @@ def _initial_index(values: Sequence, initial) -> int:
     raise ValueError(f"initial must be one of values {list(values)}, got {initial!r}")
 
 
-def _render(fig, dpi: float, pixel_ratio: int) -> tuple[bytes, float]:
-    # The frame's PNG (figure_to_png checks its text on a phone) and its smallest text in CSS
-    # px at its natural size (inf when it draws none).
+def _render(fig, dpi: float, pixel_ratio: int) -> tuple[bytes, float, list[float]]:
+    # The frame's PNG (figure_to_png checks its text on a phone), its smallest text in CSS
+    # px at its natural size (inf when it draws none) and where its panels can be cut apart.
     with drawn_font_sizes() as sizes:
         png = figure_to_png(fig, dpi=dpi, pixel_ratio=pixel_ratio)
-    return png, min(sizes, default=float("inf")) * dpi / 72
+    return png, min(sizes, default=float("inf")) * dpi / 72, panel_columns(fig)
 
 
-def _frame(png: bytes, alt: str, pixel_ratio: int, text_px: float) -> widgets.HTML:
-    # One <img> holding a data: URL. The Stack re-creates the visible view on every move; a
-    # data: URL is decoded synchronously and shows in the next frame (~4 ms, measured), where
-    # a blob: URL paints a blank frame first. Width and height are the CSS size (the PNG's
-    # over pixel_ratio), so the page does not reflow while it loads; CSS scales it down to
-    # the column on a wide screen.
-    width, height = css_size(png, pixel_ratio)
+def _frame(
+    png: bytes, alt: str, pixel_ratio: int, text_px: float, columns: Sequence[float] = (0, 1)
+) -> widgets.HTML:
+    # One <img> per panel, each holding a data: URL. The Stack re-creates the visible view on
+    # every move; a data: URL is decoded synchronously and shows in the next frame (~4 ms,
+    # measured), where a blob: URL paints a blank frame first. Width and height are the CSS
+    # size (the PNG's over pixel_ratio), so the page does not reflow while it loads; CSS
+    # scales them down to the column. A figure of side-by-side panels (``columns``, from
+    # panel_columns) is cut into one <img> per panel inside a ``div.live-panels``: side by
+    # side on a wide screen, where they look like the whole figure, one above the other on a
+    # phone (book/assets/phone.css). The first panel's alt text describes the whole figure.
     text = "none" if text_px == float("inf") else f"{text_px:.2f}"
-    return widgets.HTML(
-        value=(
-            f'<img src="{png_data_url(png)}" alt="{html.escape(alt)}" '
+    images = []
+    for i, piece in enumerate(split_png(png, list(columns), pixel_ratio)):
+        width, height = css_size(piece, pixel_ratio)
+        images.append(
+            f'<img src="{png_data_url(piece)}" alt="{html.escape(alt) if i == 0 else ""}" '
             f'width="{width}" height="{height}" class="live-frame" data-text-px="{text}" '
             'style="max-width: 100%; height: auto">'
         )
-    )
+    if len(images) == 1:
+        return widgets.HTML(value=images[0])
+    return widgets.HTML(value='<div class="live-panels">' + "".join(images) + "</div>")
 
 
 def _kernel_image(png: bytes, pixel_ratio: int) -> widgets.Image:
@@ -197,15 +207,18 @@ def slider_figure(
     """
     slider = _slider(values, description, fmt, initial)
     labels = [text for text, _ in _format_options(values, fmt)]
-    frames, alts, text_px = [], [], []
+    frames, alts, text_px, columns = [], [], [], []
     for value, label in zip(values, labels):
         fig = render(value)
         alts.append(f"{figure_words(fig)}, at {description} = {label}")
-        png, px = _render(fig, dpi, pixel_ratio)
-        frames.append(png), text_px.append(px)
+        png, px, cuts = _render(fig, dpi, pixel_ratio)
+        frames.append(png), text_px.append(px), columns.append(cuts)
     if KERNEL_FREE:
         shown = widgets.Stack(
-            children=[_frame(f, a, pixel_ratio, px) for f, a, px in zip(frames, alts, text_px)],
+            children=[
+                _frame(f, a, pixel_ratio, px, c)
+                for f, a, px, c in zip(frames, alts, text_px, columns)
+            ],
             selected_index=slider.index,
         )
         widgets.jslink((slider, "index"), (shown, "selected_index"))
@@ -249,17 +262,17 @@ def slider_figure_2d(
     slider_b = _slider(values_b, descriptions[1], fmts[1], initial[1])
     labels_a = [text for text, _ in _format_options(values_a, fmts[0])]
     labels_b = [text for text, _ in _format_options(values_b, fmts[1])]
-    frames, alts, text_px = [], [], []
+    frames, alts, text_px, columns = [], [], [], []
     for a, label_a in zip(values_a, labels_a):
-        frames.append([]), alts.append([]), text_px.append([])
+        frames.append([]), alts.append([]), text_px.append([]), columns.append([])
         for b, label_b in zip(values_b, labels_b):
             fig = render(a, b)
             alts[-1].append(
                 f"{figure_words(fig)}, at {descriptions[0]} = {label_a} and "
                 f"{descriptions[1]} = {label_b}"
             )
-            png, px = _render(fig, dpi, pixel_ratio)
-            frames[-1].append(png), text_px[-1].append(px)
+            png, px, cuts = _render(fig, dpi, pixel_ratio)
+            frames[-1].append(png), text_px[-1].append(px), columns[-1].append(cuts)
     first_frame = frames[slider_a.index][slider_b.index]
     if not KERNEL_FREE:
         shown = _kernel_image(frames[slider_a.index][slider_b.index], pixel_ratio)
@@ -279,9 +292,12 @@ def slider_figure_2d(
             pixel_ratio=pixel_ratio,
         )
     inner = []
-    for row, row_alts, row_px in zip(frames, alts, text_px):
+    for row, row_alts, row_px, row_cuts in zip(frames, alts, text_px, columns):
         stack = widgets.Stack(
-            children=[_frame(f, a, pixel_ratio, px) for f, a, px in zip(row, row_alts, row_px)],
+            children=[
+                _frame(f, a, pixel_ratio, px, c)
+                for f, a, px, c in zip(row, row_alts, row_px, row_cuts)
+            ],
             selected_index=slider_b.index,
         )
         widgets.jslink((slider_b, "index"), (stack, "selected_index"))
