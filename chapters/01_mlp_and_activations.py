@@ -1522,8 +1522,8 @@ print("position-wise FFN == two 1x1 convolutions")
 # gradient with respect to layer $\ell$'s pre-activations), is in line with that:
 # $\lVert\boldsymbol\delta_1\rVert / \lVert\boldsymbol\delta_{10}\rVert \approx 1.3 \times 10^{-6}$.
 # The remaining factor of about 6 comes from the weight gradient's other factor, the layer's
-# input: $\nabla \mathbf W_{\ell} = \boldsymbol\delta_{\ell}^\top \mathbf h_{\ell-1}$, summed over the
-# examples. $\mathbf W_{10}$ sees sigmoid outputs, all positive (between 0.3 and 0.75), so the
+# input: $\nabla \mathbf W_{\ell} = \mathbf h_{\ell-1}^\top \boldsymbol\delta_{\ell}$ (its transpose in `nn.Linear`'s
+# (out, in) layout), summed over the examples. $\mathbf W_{10}$ sees sigmoid outputs, all positive (between 0.3 and 0.75), so the
 # examples' contributions add up; $\mathbf W_1$ sees the zero-mean inputs, whose contributions
 # largely cancel.
 # For tanh and ReLU the activation's own factor can be 1 (tanh near 0, ReLU when active), so

@@ -299,7 +299,7 @@ fig.tight_layout()
 # $\mathbb{E}[y \mid x] = \int y\, p(x, y)\, dy \,/\, p(x)$. Estimate both densities by placing a
 # kernel on every training pair (kernel density estimates):
 # $\hat p(x) = \frac1n \sum_i \kappa(x - x_i)$ and $\hat p(x, y) = \frac1n \sum_i \kappa(x - x_i)\, \kappa(y - y_i)$.
-# For a kernel that integrates to 1 with mean zero (a symmetric density), $\int y\, \kappa(y - y_i)\, dy = y_i$, and the ratio of the two
+# For a kernel that integrates to 1 with mean zero (a symmetric density, for one), $\int y\, \kappa(y - y_i)\, dy = y_i$, and the ratio of the two
 # estimates is exactly the weighted average above.
 #
 # Take the [Gaussian kernel](../book/glossary.md#term-Gaussian-kernel), the standard normal density

@@ -244,7 +244,7 @@ print(f"source key of queries 0..5: {source.tolist()}")
 #   matter: it changes what the score can express (exercises 2b and 4). The book's
 #   `AdditiveAttention` follows the formula above and has neither.
 # - For all pairs at once, each of the $Q$ queries is projected once, $(Q, h)$, and each of the
-#   $K$ keys once, $(K, h)$; broadcasting $(Q, 1, h) + (1, K, h)$ then forms every sum, an
+#   $K$ keys once, $(K, h)$; broadcasting $(Q, 1, h) + (1, K, h)$ then forms every sum, a
 #   $(Q, K, h)$ tensor, and $\tanh$ and the read-out run on all of it. That tensor, $h$ numbers
 #   per query–key pair, is what additive attention costs.
 #

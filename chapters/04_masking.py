@@ -432,7 +432,7 @@ heatmap(weights, ax=ax, annotate=True, xticklabels=keys_labels, yticklabels=labe
 fig.tight_layout();
 
 # %% [markdown]
-# *The weights of the four example queries, with values printed in the cells.* Each row's
+# *The weights of the four example queries, with values printed in the cells.* Each non-empty row's
 # weight lies to the left of its valid length and sums to 1; the query with $L = 1$ puts all
 # of it on its only key; the query with $L = 0$ is zero from end to end.
 #

@@ -1423,7 +1423,7 @@ fig.tight_layout()
 # <summary>Solution</summary>
 #
 # No. The band mask is defined by positions, $|i - j| \le w$, so after shuffling the rows a
-# vector meets a different set of neighbours, and its output changes (by more than 0.1 below).
+# vector meets a different set of neighbours, and its output changes (by more than 0.1, in the cell below).
 # Permuting the mask as well, row $i$ and column $j$ of $M$ moved to wherever $\Pi$ sends
 # positions $i$ and $j$ (in code `mask[perm][:, perm]`), restores the original neighbourhoods
 # and the proof of the chapter goes through: masked scores are $-\infty$ entries of $Z$, and

@@ -893,8 +893,8 @@ if not 0.5 <= median_ratio <= 2.0:  # timings: other work on the machine can blu
 # (exercise 2): multi-head attention would cost as much as $H$ separate attention layers.
 # Splitting the width is what makes several heads affordable, and it is also the price of
 # having them: each head compares queries and keys in only $D/H$ dimensions (exercise 3).
-# Chapter 9 meets variants that share one set of keys and values among all the query heads (multi-query and
-# grouped-query attention), which shrink the keys and values a decoder has to keep.
+# Chapter 9 meets variants that share one set of keys and values among all the query heads
+# (multi-query attention) or among each group of them (grouped-query attention), which shrink the keys and values a decoder has to keep.
 #
 # ## The same computation as PyTorch's `nn.MultiheadAttention`
 #

@@ -705,7 +705,7 @@ print("PE(99999) =", " ".join(f"{v:+.4f}" for v in far), f" norm {far.norm():.4f
 # $s$ themselves. [Shaw et al. [2018]](../book/references.bib#shaw2018) introduced the idea (Section 3): a learned vector for each
 # offset, clipped beyond a maximum distance, is added to the key (and to the value) inside
 # every attention layer (the section after this one writes it out). Rotary position embedding (RoPE, from the RoFormer paper: [Su et al. [2021]](../book/references.bib#su2021), Section 3.2) gets
-# this with the rotations of the last section. Nothing is added to the input. Instead, inside
+# this with the rotations of the section *Moving by $k$ positions is a rotation*. Nothing is added to the input. Instead, inside
 # every attention layer, after the projections, the query and the key are rotated: each
 # feature pair $(x_{2i}, x_{2i+1})$ of a vector at position $t$ is turned by the angle
 # $t\theta_i$, with the familiar frequencies $\theta_i = 10000^{-2i/D}$:
@@ -729,7 +729,7 @@ print("PE(99999) =", " ".join(f"{v:+.4f}" for v in far), f" norm {far.norm():.4f
 # A rotation of a pair is easiest to write with complex numbers: read $(a, b)$ as $a + ib$,
 # and turning it by $\theta$ is multiplying by $e^{i\theta}$. Here is RoPE written that way,
 # checked against `helpers.positional.rotary_embedding` and against the rotation matrices of
-# the previous section (for a row vector, $x^\top M_t = (M_t^\top x)^\top = (R_t x)^\top$: RoPE's
+# that section (for a row vector, $x^\top M_t = (M_t^\top x)^\top = (R_t x)^\top$: RoPE's
 # $R_t$ is the transpose of the shift matrix $M_t$, the same blocks turning the other way).
 
 # %%

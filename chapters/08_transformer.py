@@ -1364,7 +1364,7 @@ for name, call in bad_inputs.items():
 # ## Summary
 #
 # - A **residual connection** $h + F(h)$ puts an identity term into every layer's Jacobian: in a
-#   30-layer tanh stack of width 64, with this chapter's loss, the plain network's gradients spread over seven orders of magnitude
+#   30-layer tanh stack of width 64, with this chapter's loss, the plain network's gradients spread over about seven orders of magnitude
 #   under PyTorch's default initialisation and under one order under Xavier's with the tanh
 #   gain, while the residual network's stayed within a factor of 20 under both. Depth alone
 #   does not make gradients vanish; at that depth residual connections made them robust to the

@@ -1795,7 +1795,7 @@ assert output_bytes == 2**30, output_bytes
 # **2. Choosing the block size.** A FlashAttention-style kernel holds in SRAM, for square
 # blocks of $b$ queries and $b$ keys and head dimension $d_h$: the blocks of $Q$, $K$ and $V$
 # in 16-bit numbers ($3b d_h$ numbers), the tile of scores in 32-bit ($b^2$), the accumulator in
-# 32-bit ($b d_h$) and $m$, $\ell$ in 32-bit ($2b$). With 192 KiB of SRAM, what is the largest
+# 32-bit ($b d_h$) and $m$, $\ell$ in 32-bit ($2b$). With 192 KB of SRAM, what is the largest
 # power of two $b$ that fits for $d_h = 64$ and for $d_h = 128$? Why not simply take $b$ as
 # small as possible?
 #

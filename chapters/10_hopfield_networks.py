@@ -647,7 +647,7 @@ fig.tight_layout()
 #
 # ### The curve against network size
 #
-# One curve at one size is one size. Repeat the measurement for $N = 50$, 100 and 200 at loads
+# One curve at one size says nothing about how the capacity changes with size. Repeat the measurement for $N = 50$, 100 and 200 at loads
 # from 0.04 to 0.36, five random draws per size (each draw a new set of patterns per load and
 # a new unit order), and report for each draw the first load at which fewer than half of the
 # patterns are kept:

@@ -172,7 +172,7 @@ print(f"vocabulary: {len(WORDS)} words (id 0 is padding)")
 # %%
 set_seed(0)
 one_hop = MemoryNetwork(len(WORDS), 20, hops=1)
-table_a, table_c = (e.weight for e in one_hop.embeddings)  # (V, d) each; B = A, W = C^T (below)
+table_a, table_c = (e.weight for e in one_hop.embeddings)  # (V, d) each; B = A, W = C (below)
 story, question, answer = (t[:4] for t in test_2)  # (4, M, L), (4, L), (4,)
 with torch.no_grad():
     memory = table_a[story].sum(-2)  # (4, M, d): m_i = sum_j A x_ij
@@ -190,7 +190,8 @@ print(f"untrained weights over the 6 slots of story 0: {[round(w, 2) for w in p[
 
 # %% [markdown]
 # The code already ties weights: it uses $\mathbf A$ for the question ($\mathbf B = \mathbf A$) and
-# $\mathbf C^\top$ as the answer matrix ($\mathbf W^\top = \mathbf C$), the adjacent tying of the next
+# $\mathbf C$ itself as the answer matrix ($\mathbf W = \mathbf C$, both of shape $(n_\text{vocab}, d)$; the paper, whose
+# embedding matrices are $d \times n_\text{vocab}$, writes $\mathbf W^\top = \mathbf C$), the adjacent tying of the next
 # section, with one hop. Padding (word id 0) is left out of every bag of words, and a slot of padding only is
 # masked, so stories of different lengths can share a batch.
 #
@@ -218,7 +219,7 @@ print(f"untrained weights over the 6 slots of story 0: {[round(w, 2) for w in p[
 # *adjacent* weight tying ([adjacent weight tying](../book/glossary.md#term-adjacent-weight-tying),
 # their Section 2.2), one hop's output embedding is the next hop's memory embedding,
 # $\mathbf A^{k+1} = \mathbf C^k$, the question uses $\mathbf B = \mathbf A^1$ and the answer
-# $\mathbf W^\top = \mathbf C^K$: $K$ hops hold $K + 1$ matrices, `embeddings[0]` to `embeddings[K]`
+# $\mathbf W = \mathbf C^K$ (the paper's $\mathbf W^\top = \mathbf C^K$): $K$ hops hold $K + 1$ matrices, `embeddings[0]` to `embeddings[K]`
 # in the helper. With two hops, the first read can return the person who has the apple
 # ($\mathbf o^1$ holds `mary`'s output vector), and the second query, $\mathbf u^2 = \mathbf u^1 + \mathbf o^1$,
 # now contains a word that `mary in kitchen` contains too. In the open, for $K = 2$:
@@ -481,7 +482,7 @@ assert top_weight > 0.85, f"median top weight {top_weight:.3f}"
 #   and $\mathbf c_i = \sum_j\mathbf C x_{ij}$, embeds the question as $\mathbf u = \sum_j\mathbf B q_j$, and reads with
 #   $p_i = \operatorname{softmax}(\mathbf u^\top\mathbf m_i)$, $\mathbf o = \sum_i p_i\mathbf c_i$. Hops repeat the read with
 #   $\mathbf u^{k+1} = \mathbf u^k + \mathbf o^k$; adjacent weight tying sets $\mathbf A^{k+1} = \mathbf C^k$, $\mathbf B = \mathbf A^1$,
-#   $\mathbf W^\top = \mathbf C^K$. `helpers.memory.MemoryNetwork` equals the equations.
+#   $\mathbf W = \mathbf C^K$. `helpers.memory.MemoryNetwork` equals the equations.
 # - On generated "where is X?" stories of six facts, over 5 seeds each, one hop stayed near a guess among
 #   the story's four places on the two-fact questions while answering one-fact questions
 #   almost perfectly; two hops answered the two-fact questions on every seed (at $d = 20$ and 100 steps), and a third

@@ -10,7 +10,7 @@ the c_i as values:
 
 and after K hops (Sukhbaatar et al.'s K, not the book's number of keys) the answer is
 â = softmax(W u) over the vocabulary. With *adjacent* weight tying (their Section 2.2) hop
-k+1 reads with A^{k+1} = C^k, the question uses B = A^1 and the answer W = (C^K)ᵀ, so K
+k+1 reads with A^{k+1} = C^k, the question uses B = A^1 and the answer W = C^K, so K
 hops hold K + 1 embedding matrices.
 
 Token id 0 is padding: it is dropped from every bag of words (its embedding rows never enter a
@@ -102,7 +102,7 @@ class MemoryNetwork(nn.Module):
             o = (p.unsqueeze(-2) @ output).squeeze(-2)  # (B, D): o = Σ_i p_i c_i
             u = u + o  # u^{k+1} = u^k + o^k
             weights.append(p)
-        logits = u @ self.embeddings[-1].weight.T  # (B, V): W u^{K+1}, W = (C^K)ᵀ
+        logits = u @ self.embeddings[-1].weight.T  # (B, V): W u^{K+1}, W = C^K (V, d)
         return logits, torch.stack(weights, dim=1)  # (B, V), (B, hops, M)
 
     def extra_repr(self) -> str:
