@@ -187,8 +187,8 @@ torch.testing.assert_close(pred[:, 0], pred_nw)
 print("Gaussian score + softmax + weighted average = chapter 2's nadaraya_watson")
 
 # %% [markdown]
-# Chapter 2's queries, keys and values were single numbers, so here they became vectors of
-# length one. From now on they are genuine vectors, and the rest of the chapter swaps in
+# Chapter 2's queries, keys and values were single numbers, so here they became vectors with a
+# single component. From now on they are genuine vectors, and the rest of the chapter swaps in
 # other scoring functions, all tried on one small example.
 #
 # ## A running example

@@ -328,7 +328,7 @@ print(format_matrix(mask, row_labels=labels, col_labels=keys_labels))
 # float mask would be *added* to the scores by some libraries, a different convention) and
 # must broadcast to the scores' shape. Only then are the masked scores replaced.
 #
-# **Step 2: subtract the row maximum.** The maximum of a filled row is the largest allowed
+# **Step 2: subtract the row maximum.** The maximum of a non-empty row is the largest allowed
 # score, exactly $s_{\max}$. In the empty row it is $-\infty$, and $-\infty - (-\infty)$ is NaN, so
 # there the maximum is replaced by 0 (any finite number would do: that row is all $-\infty$
 # either way).

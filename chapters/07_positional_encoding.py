@@ -212,7 +212,7 @@ for name, (word_1, t_1, word_2, t_2) in pairs.items():
 # almost parallel: the index has swamped the content, so every late token looks like every
 # other. Meanwhile one word at positions 1 and 100 looks less like itself than two unrelated
 # words do at 100 and 101. The index is also unbounded: a model trained on sentences of 50
-# tokens has never seen the feature value 51, and nothing tells it what to do with it.
+# tokens has never seen the feature value 50 (positions 0 to 49), and nothing tells it what to do with it.
 #
 # ### The fraction $t/T$
 #
