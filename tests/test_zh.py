@@ -198,6 +198,22 @@ def test_the_chinese_part_captions_are_the_catalogs_translations():
         assert message is not None and message.string == part["caption"], part["caption"]
 
 
+@pytest.mark.parametrize("page", [p for p in _zh_pages() if p.startswith("chapters/")])
+def test_a_chinese_chapter_shows_its_translated_title(page):
+    """The page's heading is the catalog's translation of the English title. Sphinx applies a
+    title's translation only if it parses back as a title: "2. 注意力汇聚" parses as a numbered
+    list item in Markdown, and Sphinx then keeps the English silently (the status counts the
+    message as translated), so a numbered title's translation escapes its period, "2\\. …"."""
+    from babel.messages.pofile import read_po
+
+    html = _built(ZH_SITE / f"{page}.html")
+    english = bilingual.notebook_title(ROOT / f"{page}.ipynb")
+    with (CATALOGS / f"{page}.po").open("rb") as f:
+        chinese = read_po(f).get(english).string.replace("\\.", ".")
+    heading = re.search(r"<h1>([^<]*)", html).group(1).strip()
+    assert heading == chinese, f"{page}: the page's title is {heading!r}, not {chinese!r}"
+
+
 def test_the_built_chinese_edition_is_not_behind_the_english():
     status = json.loads(_built(ZH_SITE / "_static" / "translation-status.json"))
     assert sorted(status) == sorted(_zh_pages())
