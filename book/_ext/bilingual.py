@@ -211,6 +211,24 @@ def _config_inited(app: Sphinx, config) -> None:
     config.html_search_options = {**(config.html_search_options or {}), "dict": str(userdict)}
 
 
+class _Terms(set):
+    """A set that takes ``extend``: what Sphinx's Chinese splitter keeps its Latin words in."""
+
+    def extend(self, words) -> None:
+        self.update(words)
+
+
+def _fast_chinese_stemmer() -> None:
+    """Sphinx's Chinese search (``sphinx.search.zh.SearchChinese``) appends every Latin word of
+    every page to a list, ``latin_terms``, and its ``stem`` asks ``word in latin_terms`` for
+    every word: quadratic, 24 of the edition's 42 s of build with twelve chapters. A set gives
+    the same answers at once."""
+    from sphinx.search import zh as search_zh
+
+    if isinstance(search_zh.SearchChinese.latin_terms, list):
+        search_zh.SearchChinese.latin_terms = _Terms(search_zh.SearchChinese.latin_terms)
+
+
 # --- 3. Translation status
 
 
@@ -283,6 +301,7 @@ def _write_status(app: Sphinx, exception) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    _fast_chinese_stemmer()
     app.connect("config-inited", _config_inited)
     app.connect("env-before-read-docs", _env_before_read)
     app.connect("env-purge-doc", _env_purge)
