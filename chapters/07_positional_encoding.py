@@ -696,7 +696,7 @@ print("PE(99999) =", " ".join(f"{v:+.4f}" for v in far), f" norm {far.norm():.4f
 # Transformer trained on short sequences degrades on much longer ones even with sinusoids
 # ([Press et al. [2022]](../book/references.bib#press2022), Figure 1). Working well beyond the training length,
 # [length extrapolation](../book/glossary.md#term-length-extrapolation), is not solved by the relative scheme of the next section
-# either; the end of that section shows why.
+# either; the section *Shift invariance is not length extrapolation*, further on, shows why.
 #
 # ## Rotary position embedding (RoPE)
 #
@@ -1227,7 +1227,7 @@ assert acc["rope", "beyond", 8 * L] < acc["learned", "beyond", 8 * L] - 0.2, acc
 #   nats; with a smaller learning rate T5's rose a little above that at $8L$, still well
 #   below the other three; with fewer training steps T5's can rise at $8L$
 #   almost to RoPE's, though every model has still learned the task at $L$). With the sinusoidal encoding, the clamped learned table and RoPE
-#   it rises far higher at $8L$ (in this run above 0.7 nats for the sinusoids, the other two in between; which of
+#   it rises far higher at $8L$ (in this run above 0.7 nats for the sinusoids, between 0.1 and 0.7 for the other two; which of
 #   the three is highest changes with the seeds): positions the model never saw change what it
 #   matches on, even though the answer is close. With the two added encodings they change the
 #   inputs themselves; RoPE scores every offset within $L$ as in training, so its rise comes
@@ -1603,7 +1603,7 @@ for t, offset in [(0, 1), (7, 5), (300, 20), (1000, 100)]:
 # and the random layer below does not. This is shift invariance, not length extrapolation: both runs use the same
 # offsets, at most 7. A sentence longer than any seen in training brings offsets that the
 # model never saw, and RoPE models degrade there unless something is done about it, such as
-# interpolating their positions (see the end of the RoPE section).
+# interpolating their positions (see *Shift invariance is not length extrapolation*).
 #
 # </details>
 

@@ -78,7 +78,7 @@ except ModuleNotFoundError:
 # - sampling with a [temperature](../book/glossary.md#term-temperature) and [top-k sampling](../book/glossary.md#term-top-k-sampling), derived in the open and
 #   shown live on the trained model's next-character distribution;
 # - [RMSNorm](../book/glossary.md#term-RMSNorm) beside layer normalisation: its formula, the operations it saves, and the
-#   trained model's loss with each of the two, over five seeds;
+#   loss of a smaller model trained with each of the two, over five seeds;
 # - encoder-only, decoder-only and encoder–decoder models side by side: what each position
 #   attends to and which masks each uses.
 
@@ -392,9 +392,10 @@ assert all(abs(h * 10 % 1 - 0.5) > 0.01 for h in full_hs + top5_hs), f"near a bo
 
 # %% [markdown]
 # The entropy rises with the temperature from frame to frame, from near 0 bits (almost greedy)
-# to several bits; top-5 keeps it at most $\log_2 5 \approx 2.3$ bits, however high the
-# temperature (only five characters keep any probability, unless others tie with the fifth
-# largest logit, which the helper keeps too). These are the numbers of one trained model (seed 0) after one prompt.
+# to several bits. Top-5 leaves probability on five characters only (more if some logits tie
+# with the fifth largest: the helper keeps ties), so without ties its entropy is at most
+# $\log_2 5 \approx 2.3$ bits, however high the temperature; in every frame here it stays
+# within that bound. These are the numbers of one trained model (seed 0) after one prompt.
 #
 # ## RMSNorm beside layer normalisation
 #
@@ -665,8 +666,8 @@ print(f"constant token: LayerNorm gives {LayerNorm(D)(constant).abs().max():.1f}
 # %% [markdown]
 # **4. A longer memory?** The model reads at most 32 characters. Would a window of 64 lower
 # the loss? Predict, then train the chapter's model with `max_len=64` and `block_size=64`
-# (same steps, same batch of windows) and compare the validation loss on 64-character
-# windows, over five seeds.
+# (same steps, same batch of windows) and compare its validation loss per character with the
+# chapter's model's, each measured on windows of its own length, over five seeds.
 #
 # <details>
 # <summary>Solution</summary>
