@@ -12,9 +12,10 @@ except ModuleNotFoundError:
     keep = ("torch", "numpy", "matplotlib", "pillow", "ipywidgets", "widgetsnbextension",
             "jupyterlab-widgets", "ipykernel", "ipython", "traitlets", "tqdm")
     # From HELPERS_SOURCE if set (a folder, a wheel or a pip URL), else from the clone of the
-    # repository this notebook is in (editable), else from the repository.
+    # repository this notebook is in (editable; a Chinese notebook is 4 folders down), else
+    # from the repository.
     here = pathlib.Path.cwd().resolve()
-    clone = next((str(p) for p in (here, here.parent)
+    clone = next((str(p) for p in (here, *here.parents[:4])
                   if (p / "src" / "helpers" / "__init__.py").is_file()), None)
     source = os.environ.get("HELPERS_SOURCE") or clone or "git+" + BOOK_REPOSITORY
     started = time.perf_counter()
@@ -902,7 +903,7 @@ assert all(0.25 < b < 0.31 for b in by_d), f"1/d weights {by_d} not near 0.28"
 # model. That is why μP [[Yang et al., 2022]](../book/references.bib#yang2022) (Section 4, Definition 4.1) divides attention scores
 # by $d$ instead of $\sqrt d$, and why many large models normalise the queries and keys
 # before the dot product and multiply by a learned scale, so that each score is a cosine
-# times a temperature: QK-normalisation [[Henry et al., 2020]](../book/references.bib#henry2020) (abstract), and the layer norm on
+# times an inverse temperature: QK-normalisation [[Henry et al., 2020]](../book/references.bib#henry2020) (abstract), and the layer norm on
 # queries and keys that ViT-22B adds after its attention scores grew so large in training
 # that the weights became almost one-hot and the loss diverged [[Dehghani et al., 2023]](../book/references.bib#dehghani2023) (Section 2, "QK Normalization").
 #
@@ -1602,7 +1603,7 @@ for name, key in [("key", k), ("2 x key", 2 * k)]:
 #   are of third order. More than that, the data decide the bound. Flipping every sign of an
 #   episode gives an episode just as likely (the noise and the keys are symmetric), with the
 #   same source, and an odd score gives it the negatives of the scores it gave the original
-#   episode, whose argmax is their argmin. A query's source cannot be both the argmax and the argmin of its scores,
+#   episode, whose argmax is their argmin. Unless a query's scores all tie, its source cannot be both the argmax and the argmin of them,
 #   so the fraction picked on the episodes plus the fraction picked on their flipped copies is
 #   at most 1, and since both have the same expected value, any odd score, trained however
 #   long, picks the source for at most half of the queries of new episodes, in expectation. The

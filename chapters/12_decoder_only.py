@@ -12,9 +12,10 @@ except ModuleNotFoundError:
     keep = ("torch", "numpy", "matplotlib", "pillow", "ipywidgets", "widgetsnbextension",
             "jupyterlab-widgets", "ipykernel", "ipython", "traitlets", "tqdm")
     # From HELPERS_SOURCE if set (a folder, a wheel or a pip URL), else from the clone of the
-    # repository this notebook is in (editable), else from the repository.
+    # repository this notebook is in (editable; a Chinese notebook is 4 folders down), else
+    # from the repository.
     here = pathlib.Path.cwd().resolve()
-    clone = next((str(p) for p in (here, here.parent)
+    clone = next((str(p) for p in (here, *here.parents[:4])
                   if (p / "src" / "helpers" / "__init__.py").is_file()), None)
     source = os.environ.get("HELPERS_SOURCE") or clone or "git+" + BOOK_REPOSITORY
     started = time.perf_counter()

@@ -11,14 +11,20 @@
   English page without a translation, at the Chinese home page), by relative links that exist.
 * In Chromium, offline, at the root and under a sub-path: the switch opens the same page both
   ways; searching 多头注意力 finds the glossary; no request leaves 127.0.0.1 on a Chinese page.
+* The Chinese notebooks (locales/zh_CN/notebooks, for Colab and download) are what
+  book/tools/zh_notebooks.py writes from today's catalogs: the English code cells, no English
+  text left where the catalog translates it; the Chinese pages' Colab and download buttons
+  lead to them, and an exercise's "Solution" reads 参考答案.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import posixpath
 import re
 import sys
+import textwrap
 import urllib.parse
 from pathlib import Path
 
@@ -43,6 +49,7 @@ def _load(name: str, path: Path):
 
 
 zh = _load("_book_tools_zh", ROOT / "book" / "tools" / "zh.py")
+zh_notebooks = _load("_book_tools_zh_notebooks", ROOT / "book" / "tools" / "zh_notebooks.py")
 bilingual = _load("_book_ext_bilingual", ROOT / "book" / "_ext" / "bilingual.py")
 
 
@@ -442,3 +449,104 @@ def test_a_chinese_page_stays_offline(browser, server):
         assert any("/zh/" in u for u in opened.requested)
     finally:
         opened.page.close()
+
+
+# --- The Chinese notebooks (Colab and download)
+
+
+def test_translate_markdown_replaces_each_block_and_keeps_its_marker():
+    text = (
+        "## Keys and values\n\n"
+        "A query is\ncompared with *each* key.\n\n"
+        "- first item,\n  on two lines;\n- second item.\n\n"
+        "| name | kind |\n|---|---|\n| additive | learned |\n\n"
+        "$$\nx = 1\n$$\n\n"
+        "<details>\n<summary>Solution</summary>\n\nNo.\n\n</details>"
+    )
+    table = {
+        "Keys and values": "键与值",
+        "A query is compared with *each* key.": "查询与*每个*键比较。",
+        "first item, on two lines;": "第一项；",
+        "name": "名称",
+        "additive": "加性",
+        "learned": "可学习",
+    }
+    out, asked = zh_notebooks.translate_markdown(text, table.get)
+    assert out == (
+        "## 键与值\n\n"
+        "查询与*每个*键比较。\n\n"
+        "- 第一项；\n- second item.\n\n"
+        "| 名称 | kind |\n|---|---|\n| 加性 | 可学习 |\n\n"
+        "$$\nx = 1\n$$\n\n"
+        "<details>\n<summary>参考答案</summary>\n\nNo.\n\n</details>"
+    )
+    assert "second item." in asked and "No." in asked
+
+
+def test_the_chinese_notebooks_are_written_from_todays_catalogs():
+    stale = [line for line in zh_notebooks.write_all(check=True) if ": unchanged" not in line]
+    assert not stale, (
+        "the Chinese notebooks are behind the English notebooks or the catalogs: run "
+        f"`python book/tools/zh.py notebooks` (make catalogs does too): {stale}"
+    )
+
+
+@pytest.mark.parametrize("page", zh_notebooks.translated_notebooks())
+def test_a_chinese_notebook_runs_the_english_code_and_reads_chinese(page):
+    english = json.loads((ROOT / f"{page}.ipynb").read_text(encoding="utf-8"))
+    path = zh_notebooks.NOTEBOOKS / f"{page}.ipynb"
+    chinese = json.loads(path.read_text(encoding="utf-8"))
+    assert [c["cell_type"] for c in chinese["cells"]] == [c["cell_type"] for c in english["cells"]]
+    for en, cn in zip(english["cells"], chinese["cells"]):
+        if en["cell_type"] == "code":  # the bootstrap cell included: the same code
+            assert cn["source"] == en["source"] and cn["outputs"] == [], cn.get("id")
+    catalog = zh_notebooks.read_catalog(page)
+    tool = zh_notebooks._links_tool()
+    left = []
+    for cell in chinese["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        roles, _ = tool.to_roles("".join(cell["source"]), posixpath.dirname(page))
+        for token in zh_notebooks._parser().parse(roles):
+            if token.type == "inline" and token.content.strip():
+                message = catalog.get(zh_notebooks.message_id(token.content))
+                if message is not None and message.string != message.id:
+                    left.append(message.id[:80])
+    assert not left, (
+        f"{path.relative_to(ROOT)}: English left where the catalog translates it: {left}"
+    )
+    markdown = "".join(
+        "".join(c["source"]) for c in chinese["cells"] if c["cell_type"] == "markdown"
+    )
+    assert "<summary>Solution</summary>" not in markdown
+
+
+def test_chinese_pages_launch_and_download_the_chinese_notebook():
+    for page in [p for p in zh_notebooks.translated_notebooks() if p.startswith("chapters/")]:
+        html = _built(ZH_SITE / f"{page}.html")
+        colab = re.findall(
+            r'href="https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/([^"]+)"',
+            html,
+        )
+        assert colab == [f"locales/zh_CN/notebooks/{page}.ipynb"], (page, colab)
+        assert (ROOT / colab[0]).is_file()
+        download = ZH_SITE / "_sources" / f"{page}.ipynb"
+        assert f'_sources/{page}.ipynb"' in html and download.is_file(), page
+        assert download.read_bytes() == (zh_notebooks.NOTEBOOKS / f"{page}.ipynb").read_bytes()
+        assert "<summary>Solution</summary>" not in html and "<summary>参考答案</summary>" in html
+        english = _built(SITE / f"{page}.html")
+        assert f"blob/main/{page}.ipynb" in english and "参考答案" not in english
+
+
+@pytest.mark.parametrize("folder", ["chapters", "book", "locales/zh_CN/notebooks/chapters"])
+def test_the_bootstrap_cell_finds_the_clone_from_a_notebooks_folder(folder, monkeypatch):
+    """Run from a notebook's folder in a clone (JupyterLab's working directory), the bootstrap
+    cell installs the clone's helpers, for a Chinese notebook too."""
+    bootstrap = _load("_book_tools_bootstrap", ROOT / "book" / "tools" / "bootstrap.py")
+    cell = bootstrap.cell_source(bootstrap.repository_url())
+    found = re.search(r"^    here = .*?None\)$", cell, re.M | re.S)
+    assert found, "the bootstrap cell no longer finds the clone as this test expects"
+    monkeypatch.chdir(ROOT / folder)
+    scope = {"pathlib": __import__("pathlib")}
+    exec(textwrap.dedent(found.group(0)), scope)
+    assert scope["clone"] == str(ROOT.resolve())

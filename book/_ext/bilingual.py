@@ -20,13 +20,20 @@ Both editions load it; ``language`` (zh_CN in the Chinese edition's config, writ
    to ``_static/translation-status.json`` (``make book`` prints them; tests/test_zh.py fails
    on any page behind), and a page with a fuzzy or untranslated message shows a note, with a
    link to the English page, above its text.
+4. Chinese notebooks. The Chinese edition's download buttons serve the Chinese notebooks
+   (``locales/zh_CN/notebooks``, written by ``book/tools/zh_notebooks.py``; its Colab buttons
+   open them from the repository, through ``path_to_book`` in its config), and the labels of
+   raw HTML that gettext cannot reach (``<summary>Solution</summary>``) are given in Chinese.
 """
 
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import re
+import shutil
+import sys
 from pathlib import Path
 
 import yaml
@@ -245,6 +252,49 @@ class CountMessages(SphinxTransform):
         self.env.bilingual_messages[self.env.docname] = messages
 
 
+def _notebooks_tool():
+    """book/tools/zh_notebooks.py: where the Chinese notebooks are, the HTML labels."""
+    name = "_book_tools_zh_notebooks"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "tools" / "zh_notebooks.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+class ChineseHtmlLabels(SphinxTransform):
+    """Raw HTML labels (an exercise's "Solution" summary) in Chinese, in the Chinese edition."""
+
+    default_priority = 21  # after the Locale transform
+
+    def apply(self, **kwargs) -> None:
+        from docutils import nodes
+
+        if not (self.config.language or "").startswith("zh"):
+            return
+        labels = _notebooks_tool().HTML_LABELS
+        for node in self.document.findall(nodes.raw):
+            text = node.astext()
+            new = text
+            for english, chinese in labels.items():
+                new = new.replace(english, chinese)
+            if new != text:
+                node.replace(node.children[0], nodes.Text(new))
+
+
+def _chinese_notebooks(app: Sphinx, exception) -> None:
+    """The download buttons' notebooks (``_sources``) replaced by the Chinese ones."""
+    if exception is not None or app.builder.format != "html" or not is_chinese(app):
+        return
+    folder = _notebooks_tool().NOTEBOOKS
+    for path in sorted(folder.rglob("*.ipynb")):
+        target = Path(app.outdir) / "_sources" / path.relative_to(folder)
+        if target.is_file():  # a page of this edition
+            shutil.copyfile(path, target)
+
+
 def catalog_status(messages: list[str], po_path: Path) -> dict[str, int]:
     """How many of a page's messages its catalog translates, has fuzzy, or lacks."""
     from babel.messages.pofile import read_po
@@ -309,5 +359,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-updated", _env_updated)
     app.connect("html-page-context", _page_context)
     app.connect("build-finished", _write_status)
+    app.connect("build-finished", _chinese_notebooks)
     app.add_transform(CountMessages)
+    app.add_transform(ChineseHtmlLabels)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -12,7 +12,11 @@ same sources with ``language: zh_CN`` into the site's ``zh/`` folder. Its table 
                                            (sphinx gettext) and update their catalogs: a new
                                            paragraph is added untranslated, a changed one keeps
                                            its old translation marked fuzzy, a removed one is
-                                           kept as obsolete (#~)
+                                           kept as obsolete (#~); then writes the Chinese
+                                           notebooks, as `notebooks` does
+    python book/tools/zh.py notebooks      write the Chinese notebooks (for Colab and download)
+                                           from the English ones and the catalogs, into
+                                           locales/zh_CN/notebooks (book/tools/zh_notebooks.py)
     python book/tools/zh.py status FILE    print the per-page counts the build wrote to FILE
 
 The Chinese build itself (book/_ext/bilingual.py) counts, for each page, its messages that are
@@ -35,6 +39,7 @@ LOCALES = "locales"
 LANGUAGE = "zh_CN"
 CATALOGS = ROOT / LOCALES / LANGUAGE / "LC_MESSAGES"
 GETTEXT = ROOT / "_build" / "gettext"
+NOTEBOOKS = ROOT / LOCALES / LANGUAGE / "notebooks"
 
 
 def zh_config(english: dict) -> dict:
@@ -67,6 +72,9 @@ def zh_config(english: dict) -> dict:
     )
     # The 404 page is the site's, served from its root: one copy, the English edition's.
     settings.pop("html_extra_path", None)
+    # The Colab buttons open the Chinese notebooks (book/tools/zh_notebooks.py) from the
+    # repository: the theme builds their path from path_to_book.
+    config.setdefault("repository", {})["path_to_book"] = NOTEBOOKS.relative_to(ROOT).as_posix()
     return config
 
 
@@ -210,6 +218,12 @@ def main(argv: list[str]) -> int:
         return 0
     if argv == ["catalogs"]:
         for line in update_catalogs(extract()):
+            print(line)
+        argv = ["notebooks"]
+    if argv == ["notebooks"]:
+        import zh_notebooks
+
+        for line in zh_notebooks.write_all():
             print(line)
         return 0
     if len(argv) == 2 and argv[0] == "status":
