@@ -132,7 +132,7 @@ nbval-reduced-cpu: $(VENV)/.installed
 	$(REDUCED_CPU) $(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --nbval -p no:cacheprovider \
 		$(PYTEST_ARGS) $(NBVAL_PATHS)
 SITE_TESTS := tests/test_browser.py tests/test_project_files.py tests/test_glossary.py \
-	tests/test_bibliography.py tests/test_zh.py tests/test_first_hour.py
+	tests/test_bibliography.py tests/test_zh.py tests/test_first_hour.py tests/test_figure_panels.py
 test-site: book lint-envs
 	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup -p no:cacheprovider $(PYTEST_ARGS) $(SITE_TESTS)
 CLIENT_TESTS := tests/test_clients.py tests/test_client_frontends.py tests/test_bootstrap_cell.py

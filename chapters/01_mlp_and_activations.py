@@ -607,7 +607,7 @@ layers = range(1, 11)
 for column, name in enumerate(ours):
     for color, (weights, biases) in enumerate(settings):
         deltas, weight_grads, _ = runs[name, weights, biases][0]   # seed 0
-        label = f"{weights} weights, {biases} biases"
+        label = f"{weights} $W$, {biases} $b$"  # weights W, biases b
         axes[0, column].semilogy(layers, [d / deltas[9] for d in deltas], "o-", ms=3,
                                  color=f"C{color}", label=label)
         axes[1, column].semilogy(layers, [g / weight_grads[9] for g in weight_grads], "o-",
@@ -616,8 +616,9 @@ for column, name in enumerate(ours):
     axes[1, column].set_xlabel(r"layer $\ell$")
 axes[0, 0].set_ylabel(r"$|\delta_\ell|\,/\,|\delta_{10}|$")
 axes[1, 0].set_ylabel(r"$|\nabla W_\ell|\,/\,|\nabla W_{10}|$")
-fig.legend(*axes[1, 0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=9)
-fig.tight_layout(rect=(0, 0.1, 1, 1))  # the legend below the panels
+axes[0, 2].legend(fontsize=8, loc="lower center")  # in the empty lower half of a panel, not
+# below them all: the columns can part on a phone
+fig.tight_layout()
 
 # %% tags=["remove-cell"]
 # Checks for the prose above (medians over the 5 seeds).

@@ -263,7 +263,7 @@ average = y_train.mean()
 average_mse = mse(average.expand_as(y_true), y_true)
 print(f"average pooling predicts {average:.3f} everywhere; test MSE {average_mse:.3f}")
 
-fig, ax = plt.subplots(figsize=(5.5, 3.4))
+fig, ax = plt.subplots(figsize=(4.8, 3.4))
 plot_fit(ax, average.expand_as(x_fine), "average pooling")
 ax.set_title("Average pooling ignores the query")
 fig.tight_layout()
@@ -571,13 +571,13 @@ print(f"leave-one-out training loss: {losses[0]:.4f} at w = 1, "
       f"{losses[-1]:.4f} at the end")
 assert all(b <= a for a, b in zip(losses, losses[1:])), "the loss fell at every step"
 
-fig, ax = plt.subplots(figsize=(5.5, 3.2))
+fig, ax = plt.subplots(figsize=(4.8, 3.2))
 ax.plot(range(1, len(losses) + 1), losses, color="C0",
         label="leave-one-out training loss")
 ax.axhline(noise_variance, color="0.5", ls="--", label="noise variance of the targets")
 ax.set(xlabel="epoch", ylabel="mean squared error", ylim=(0, 0.85),
        title="Learning $w$ (leave-one-out)")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout()
 
 # %% mystnb={"image": {"alt": "Left: the learned curve follows the true curve closely, including the peak near x = 2 and the dip near x = 4.7, with small wiggles where training points are sparse. Right: the heatmap has a narrow, bright diagonal band."}}
@@ -665,14 +665,14 @@ assert abs(math.log10(w_best_left_out) - math.log10(learned_w)) < 0.05, f"got {a
 assert all(b <= a for a, b in zip(loss_self_in, loss_self_in[1:]))  # only ever falls
 assert loss_self_in[-1] < 1e-4, f"got {loss_self_in[-1]=}"
 
-fig, ax = plt.subplots(figsize=(5.8, 3.4))
+fig, ax = plt.subplots(figsize=(4.8, 3.4))
 ax.semilogx(w_grid, loss_left_out, color="C2", label="own key left out")
 ax.semilogx(w_grid, loss_self_in, color="C3", label="own key included")
 ax.axvline(learned_w, color="C2", ls=":", label=f"learned $w = {learned_w:.2f}$")
 ax.axhline(noise_variance, color="0.5", ls="--", label="noise variance")
 ax.set(xlabel="$w$ (log scale)", ylabel="training MSE",
        title="Training loss as a function of $w$")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout()
 
 # %% [markdown]

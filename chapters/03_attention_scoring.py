@@ -1197,14 +1197,14 @@ scorers = {"additive": cost_additive.scores,
 lengths = [64, 128, 256, 512, 1024]
 seconds = time_scorers(scorers, lengths, cost_dim, repeats=2)  # {name: [s per length]}
 
-fig, ax = plt.subplots(figsize=(6.0, 3.8))
+fig, ax = plt.subplots(figsize=(4.8, 3.8))
 for (name, times), marker in zip(seconds.items(), "os^vDx"):
     ax.loglog(lengths, [1e3 * s for s in times], marker=marker, label=name,
               ls=":" if name.startswith("tanh") else "-")
 ax.set(xlabel="sequence length $T$ (queries = keys = $T$)", ylabel="time per call (ms)",
        title="Scoring T queries against T keys, one CPU thread")
 ax.set_xticks(lengths, labels=[str(n) for n in lengths])
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout()
 fast = ["dot product", "scaled dot product", "bilinear"]
 expected = {  # each conclusion the text draws, checked with a wide margin at T = 1024

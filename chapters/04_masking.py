@@ -885,7 +885,7 @@ print(format_matrix(lm_batch_mask[1], row_labels=padded[1], col_labels=padded[1]
 # %% mystnb={"image": {"alt": "Three 7 by 7 heatmaps of attention weights under the combined mask. Each is lower-triangular; in the shorter sentences the triangle stops at the last real key, so the padding rows repeat the last real row's pattern over the real keys."}}
 fig, axes = plt.subplots(1, 3, figsize=(10, 3.8))
 for b, ax in enumerate(axes):
-    token_heatmap(ax, lm_weights[b], padded[b], f"sentence {b}: padding & causal",
+    token_heatmap(ax, lm_weights[b], padded[b], f"sentence {b}:\npadding & causal",
                   vmax=lm_weights.max().item(), colorbar=b == B - 1)
 fig.tight_layout();
 

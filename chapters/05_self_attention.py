@@ -193,7 +193,7 @@ print(f"1 s of audio: {sample_rate} samples -> {num_frames} frames of 40 numbers
 print(f"1 min of audio: {1 + (60 * sample_rate - frame_length) // hop_length} frames")
 
 # %% mystnb={"image": {"alt": "A heatmap of 40 frequency bands (rows) by 98 frames (columns). Three bright lines rise gently from left to right near the bottom (the tone and its harmonics), and a bright vertical block spanning all bands sits at frames 36 to 49 (the hiss)."}}
-fig, ax = plt.subplots(figsize=(6.5, 3.0))
+fig, ax = plt.subplots(figsize=(5.4, 3.0))
 heatmap(features.T.flip(0), ax=ax, vmin=None, xlabel="frame (one every 10 ms)",
         ylabel="frequency band (high at top)", title="one second of sound: 98 vectors")
 ax.set_yticks([0, 39], labels=["8 kHz", "0 Hz"])
@@ -834,7 +834,7 @@ if not expected:  # timings, not counts: other work on the machine can blur them
           f"{seconds['GRU'][0]:.1e} s). Other work on the machine blurs timings: rerun the cell "
           "when the machine is quiet.")
 
-fig, ax = plt.subplots(figsize=(5.6, 3.8))
+fig, ax = plt.subplots(figsize=(4.8, 3.8))
 for name, times in seconds.items():
     ax.loglog(sizes, times, "o-", label=f"{name} (slope {slopes[name]:.2f})")
 ax.loglog(sizes, [seconds["self-attention"][-1] * (n / sizes[-1]) ** 2 for n in sizes],
@@ -843,7 +843,7 @@ ax.set(xlabel="sequence length $n$", ylabel="seconds per layer (CPU)",
        title="time for one layer, $d = 64$")
 ax.set_xticks(sizes, labels=[str(n) for n in sizes], minor=False)
 ax.xaxis.set_minor_locator(plt.NullLocator())
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout()
 
 
@@ -1023,7 +1023,7 @@ for side, p in [(224, 16), (224, 14), (224, 1)]:
           f"{n * n:14,d} scores per head")
 
 # %% mystnb={"image": {"alt": "Left: a small synthetic picture, a gradient from blue sky to green, with a red square top left, a blue disc lower right and a yellow bar along the bottom, divided by white lines into a 4 by 4 grid of numbered patches. Right: a heatmap with 16 rows and 108 columns, one row per patch, showing its pixel values."}}
-fig, (ax_image, ax_patches) = plt.subplots(1, 2, figsize=(8.4, 3.6),
+fig, (ax_image, ax_patches) = plt.subplots(1, 2, figsize=(8.0, 3.6),
                                            gridspec_kw={"width_ratios": [1, 1.6]})
 ax_image.imshow(image.permute(1, 2, 0).clamp(0, 1))
 for k in range(1, grid_side):
@@ -1031,7 +1031,7 @@ for k in range(1, grid_side):
     ax_image.axvline(k * patch - 0.5, color="white", lw=1)
 for index in range(grid_side**2):
     r, c = divmod(index, grid_side)
-    ax_image.text(c * patch + 0.5, r * patch + 1.5, str(index), color="white", fontsize=8)
+    ax_image.text(c * patch + 0.5, r * patch + 1.5, str(index), color="white", fontsize=9)
 ax_image.set(title="24 x 24 image, 6 x 6 patches", xticks=[], yticks=[])
 heatmap(patches, ax=ax_patches, vmin=0, vmax=1, xlabel="pixel value within the patch "
         "(6 x 6 pixels x 3 channels)", ylabel="patch (a vector)", title="the set of 16 vectors")

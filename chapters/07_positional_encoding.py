@@ -370,13 +370,13 @@ for i in [0, 4, 8, 16, 31]:
 print(f"each pair is slower than the last by a factor {wavelengths[1] / wavelengths[0]:.4f}")
 
 pe_100 = sinusoidal_encoding(100, 64)  # (T, D)
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
+fig, ax = plt.subplots(figsize=(4.8, 3.4))
 for column in [0, 8, 16, 32]:
     ax.plot(pe_100[:, column], lw=1.5,
             label=f"column {column}: wavelength {wavelengths[column // 2]:.0f}")
 ax.set(xlabel="position t", ylabel="PE(t, column)", ylim=(-1.1, 1.6),
        title="Four sine columns of the encoding (D = 64)")
-ax.legend(fontsize=8, loc="upper right", ncol=2)
+ax.legend(fontsize=9, loc="upper right", ncol=2)
 fig.tight_layout()
 
 # %% [markdown]
@@ -578,7 +578,7 @@ assert from_formula.argmax() == 100, f"got {from_formula.argmax()=}"  # the peak
 for offset in [0, 1, 2, 5, 10, 20, 50, 100]:
     print(f"k = {offset:3d}: PE(t) · PE(t + k) = {from_formula[100 + offset]:7.4f}")
 
-fig, ax = plt.subplots(figsize=(6.0, 3.4))
+fig, ax = plt.subplots(figsize=(5.4, 3.4))
 ax.plot(offsets, from_formula, color="C2")
 ax.set(xlabel="offset k", ylabel="PE(t) · PE(t + k)",
        title="Similarity of two positions against their offset (D = 64)")

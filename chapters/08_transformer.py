@@ -435,14 +435,14 @@ assert (batch_norm_by_hand(later)[:, :4] - bn[:, :4]).abs().max() > 0.05, f"got 
 tokens = x.reshape(15, 6)  # (B*T, D): every token of the batch, padding included
 labels = [f"s{b} t{t}" + ("  pad" if not valid[b, t] else "") for b in range(3)
           for t in range(5)]
-fig, ax = plt.subplots(figsize=(5.4, 5.0))
+fig, ax = plt.subplots(figsize=(4.8, 5.0))
 heatmap(tokens, ax=ax, xlabel="feature j", ylabel="token (sentence s, position t)",
         vmin=None, yticklabels=labels, title="Which numbers each norm averages over")
 ax.add_patch(plt.Rectangle((-0.45, 5.55), 5.9, 0.9, fill=False, ec="red", lw=2.5,
                            label="layer norm: one token, all its features"))
 ax.add_patch(plt.Rectangle((2.55, -0.45), 0.9, 14.9, fill=False, ec="orange", lw=2.5,
                            ls="--", label="batch norm: one feature, all tokens of the batch"))
-ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8)
+ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=9)
 fig.tight_layout()
 
 # %% [markdown]
@@ -681,12 +681,12 @@ print("mean token norm after blocks 1, 6, 12:")
 print("  post-LN:", " ".join(f"{post_ln[i]:.2f}" for i in [0, 5, 11]), f" (sqrt(D) = {8:.2f})")
 print("  pre-LN: ", " ".join(f"{pre_ln[i]:.2f}" for i in [0, 5, 11]))
 assert (post_ln - 8).abs().max() < 0.01 and torch.all(pre_ln.diff() > 0), f"got {(post_ln - 8).abs().max()=}"
-fig, ax = plt.subplots(figsize=(5.4, 3.4))
+fig, ax = plt.subplots(figsize=(4.8, 3.4))
 ax.plot(range(1, 13), post_ln, "o-", label="post-LN: LN(x + sublayer(x))")
 ax.plot(range(1, 13), pre_ln, "s-", label="pre-LN: x + sublayer(LN(x))")
 ax.set(xlabel="encoder block", ylabel="mean token norm",
        title="The residual stream through 12 blocks")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout()
 
 
@@ -981,12 +981,12 @@ assert 50 < loss[39] / loss[89] < 200, f"loss ratio steps 40/90 {loss[39] / loss
 assert 0.01 < loss[89] < 0.02 and loss[-50:].mean() < 0.01, f"{loss[89]:.4f}, {loss[-50:].mean():.4f}"
 
 # %%
-fig, ax = plt.subplots(figsize=(5.4, 3.4))
+fig, ax = plt.subplots(figsize=(4.8, 3.4))
 ax.semilogy(range(1, len(history["loss"]) + 1), history["loss"])
 ax.axhline(math.log(13), color="0.5", ls=":", label="log 13: uniform over the 13 tokens")
 ax.set(xlabel="training step", ylabel="cross-entropy loss (log scale)",
        title="Training the reversal Transformer")
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout()
 
 # %% [markdown]
@@ -1289,7 +1289,7 @@ assert torch.all(step_ratio[6:] >= step_ratio[5:-1]), "the rectification factor 
 
 
 # %%
-fig, ax = plt.subplots(figsize=(5.8, 4.2))
+fig, ax = plt.subplots(figsize=(5.4, 4.2))
 for row, (name, counts) in enumerate(steps_to_learn.items()):
     learned = torch.isfinite(counts)
     offsets = torch.linspace(-0.2, 0.2, len(counts))  # spread the seeds vertically

@@ -219,7 +219,7 @@ for length in time_lengths:
     seconds["attention, naive"].append(time_call(lambda: naive_attention(x, x, x), repeats=3))
     seconds["one linear projection"].append(time_call(lambda: x @ projection, repeats=3))
 
-fig, ax = plt.subplots(figsize=(5.6, 3.8))
+fig, ax = plt.subplots(figsize=(4.8, 3.8))
 for name, times in seconds.items():
     slope = loglog_slope(time_lengths[2:], times[2:])
     ax.loglog(time_lengths, [1e3 * s for s in times], "o-", label=f"{name} (slope {slope:.2f})")
@@ -227,7 +227,7 @@ ax.set(xlabel="sequence length $L$", ylabel="time per call (ms)",
        title="one head, $d_h = 64$, one CPU thread")
 ax.set_xticks(time_lengths, labels=[str(n) for n in time_lengths])
 ax.xaxis.set_minor_locator(plt.NullLocator())
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout()
 attention_over_projection = seconds["attention, naive"][-1] / seconds["one linear projection"][-1]
 slopes_time = {name: loglog_slope(time_lengths[2:], times[2:]) for name, times in seconds.items()}
@@ -495,7 +495,7 @@ assert 7 * 2**20 <= tiled_peaks[-1] < 7.25 * 2**20, tiled_peaks  # 2 MiB tile + 
 # the rescaled one, the product of the tile with the block of values and their sum. Drawn on log-log axes:
 
 # %% mystnb={"image": {"alt": "Log-log plot of peak memory in MiB against L from 512 to 4096. The naive attention line climbs from about 2 MiB to 129 MiB with slope 2, lying on a dotted guide for two L-by-L matrices; the tiled line climbs from about 0.9 to 7 MiB with slope 1."}}
-fig, ax = plt.subplots(figsize=(5.6, 3.8))
+fig, ax = plt.subplots(figsize=(4.8, 3.8))
 ax.loglog(lengths, [b / 2**20 for b in naive_peaks], "o-", label="naive attention")
 ax.loglog(lengths, [b / 2**20 for b in tiled_peaks], "s-", label="tiled, $b = 128$")
 ax.loglog(lengths, [2 * n**2 * 4 / 2**20 for n in lengths], "k:", lw=1,
@@ -504,7 +504,7 @@ ax.set(xlabel="sequence length $L$", ylabel="peak memory (MiB)",
        title="peak memory of one head, $d_h = 64$ (measured)")
 ax.set_xticks(lengths, labels=[str(n) for n in lengths])
 ax.xaxis.set_minor_locator(plt.NullLocator())
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout()
 
 # %% [markdown]
@@ -887,14 +887,14 @@ for length in time_lengths:
     for name, fn in zip(seconds_fused, functions):
         seconds_fused[name].append(time_call(lambda: fn(x, x, x), repeats=3))
 
-fig, ax = plt.subplots(figsize=(5.6, 3.8))
+fig, ax = plt.subplots(figsize=(4.8, 3.8))
 for (name, times), marker in zip(seconds_fused.items(), "os^"):
     ax.loglog(time_lengths, [1e3 * s for s in times], marker=marker, label=name)
 ax.set(xlabel="sequence length $L$", ylabel="time per call (ms)",
        title="one head, $d_h = 64$, one CPU thread")
 ax.set_xticks(time_lengths, labels=[str(n) for n in time_lengths])
 ax.xaxis.set_minor_locator(plt.NullLocator())
-ax.legend(fontsize=8)
+ax.legend(fontsize=9)
 fig.tight_layout()
 for index in [-2, -1]:
     naive_s = seconds_fused["naive"][index]

@@ -669,7 +669,7 @@ for num, kept in kept_by_size.items():
           + f"   first load below 1/2: median {statistics.median(crossing[num]):.2f} "
           f"[{min(crossing[num]):.2f}, {max(crossing[num]):.2f}]")
 
-fig, ax = plt.subplots(figsize=(5.6, 3.4))
+fig, ax = plt.subplots(figsize=(4.8, 3.4))
 for i, (num, kept) in enumerate(kept_by_size.items()):
     ax.plot(loads_n, kept.median(0).values, "o-", ms=3, color=f"C{i}", label=f"N = {num}")
     ax.fill_between(loads_n, kept.min(0).values, kept.max(0).values, color=f"C{i}", alpha=0.2)
@@ -713,11 +713,11 @@ assert float(kept_by_size[50][:, loads_n.index(0.28)].median()) > 0.3, kept_by_s
 
 # %%
 overlaps = digits @ digits.T / num_units  # (10, 10)
-fig, ax = plt.subplots(figsize=(5.4, 4.4))
+fig, ax = plt.subplots(figsize=(4.4, 4.0))
 heatmap(overlaps, ax=ax, xlabel="digit ν", ylabel="digit μ", vmin=-1, vmax=1, annotate=True,
         xticklabels=range(10), yticklabels=range(10), title=r"overlaps $o^{\mu\nu} = \mathbf{x}^\mu \cdot \mathbf{x}^\nu / N$")
 for text in ax.texts:
-    text.set_fontsize(7)
+    text.set_fontsize(8)
 fig.tight_layout()
 off_diagonal = overlaps[~torch.eye(10, dtype=torch.bool)]
 print(f"off-diagonal overlaps: mean {off_diagonal.mean():.4f}, largest {off_diagonal.max():.4f}; "

@@ -303,7 +303,7 @@ assert sum(a < 0.4 for a in acc[("two facts", 3)]) == 1, f"3 hops: {acc[('two fa
 assert change < 0.1, f"1-hop loss change {change:.3f}"
 
 # %%
-fig, ax = plt.subplots(figsize=(5.6, 3.4))
+fig, ax = plt.subplots(figsize=(4.8, 3.4))
 for (task, hops), (_, curves, _) in runs.items():
     smooth = F.avg_pool1d(curves.median(0).values[None], 5, 5)[0]  # mean of 5 steps
     style = "--" if task == "one fact" else "-"

@@ -239,7 +239,7 @@ assert losses[0] > math.log(V), f"first loss {losses[0]:.2f} not above ln V"
 
 # %%
 smooth = torch.tensor(losses).unfold(0, 20, 1).mean(1)  # running mean over 20 steps
-fig, ax = plt.subplots(figsize=(6, 3.2))
+fig, ax = plt.subplots(figsize=(4.8, 3.2))
 ax.plot(losses, color="0.75", lw=0.8, label="training loss, each step")
 ax.plot(range(19, len(losses)), smooth, color="C0", label="running mean of 20 steps")
 ax.axhline(unigram, color="C3", ls="--", label="unigram baseline (validation)")
@@ -356,7 +356,7 @@ slider_figure(render, temperatures, description="temperature", initial=1.0)
 # *Left, at each temperature: the probability of each of the 12 characters most likely at
 # $\tau = 1$ (light, the full distribution; dark, after top-5). At $\tau = 0.1$ one bar is
 # near 1; as the temperature grows the bars flatten and the full distribution's entropy
-# climbs towards $\log_2 96 \approx 6.6$ bits, while top-5 caps it at $\log_2 5 \approx 2.3$
+# climbs towards $\log_2 96 \approx 6.6$ bits, while top-5 caps it (without ties) at $\log_2 5 \approx 2.3$
 # bits. Right: a 90-character sample drawn with the same generator. At low temperature it
 # repeats the most common words and spaces; near 1 it mixes word-like pieces with
 # punctuation and LaTeX from the book; in these
@@ -413,7 +413,8 @@ assert all(abs(h * 10 % 1 - 0.5) > 0.01 for h in full_hs + top5_hs), f"near a bo
 #
 # Layer norm is invariant to re-centring and to re-scaling its inputs; Zhang and Sennrich
 # hypothesise (Section 4) that re-scaling invariance is the one behind its success, and keep
-# only it. When the features already have mean 0 the two formulas agree.
+# only it. When the features already have mean 0, with the same gain and no shift, the two
+# formulas agree.
 # In the open, against the helper and PyTorch's `nn.RMSNorm`:
 
 # %%
@@ -466,8 +467,9 @@ print(f"in the model above ({per_model} norms): {per_model * D} fewer parameters
       f"out of {count(model):,}")
 
 # %% [markdown]
-# The operations saved are a small part of a whole block: the attention and FFN products cost
-# on the order of $D^2$ operations per token, the norms on the order of $D$. Zhang and Sennrich
+# The operations saved are a small part of a whole block: the projections and the FFN cost on
+# the order of $D^2$ operations per token (the attention scores and weighting $T D$), the norms
+# on the order of $D$. Zhang and Sennrich
 # report 7 % to 64 % less running time on their models and hardware (abstract); this chapter counts
 # operations and does not time them.
 #

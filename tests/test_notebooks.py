@@ -243,3 +243,34 @@ def test_checks_say_what_they_got(path):
         f"{path.name}: asserts without a message (run python "
         f"book/tools/assert_messages.py {path.relative_to(ROOT)}): {bare}"
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_static_figures_record_their_text_and_where_their_panels_part(path):
+    """Every static figure has its smallest text recorded (book/tools/execute.py), and each
+    cut between its panels falls where the PNG is blank from top to bottom: the cuts were
+    mapped from the figure to the PNG (which holds the figure's tight bounding box) right."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    for index, cell in enumerate(_load(path)["cells"]):
+        for output in cell.get("outputs", []):
+            png = output.get("data", {}).get("image/png")
+            if not png or WIDGET_VIEW in output.get("data", {}):
+                continue
+            book = output.get("metadata", {}).get("book", {})
+            assert "smallest_text_px" in book, f"cell {index}: re-run book/tools/execute.py"
+            cuts = book.get("panels", [0.0, 1.0])
+            assert cuts[0] == 0.0 and cuts[-1] == 1.0 and cuts == sorted(cuts), (index, cuts)
+            with Image.open(io.BytesIO(base64.b64decode("".join(png)))) as image:
+                grey = np.asarray(image.convert("L"))
+            for cut in cuts[1:-1]:
+                x = round(cut * grey.shape[1])
+                band = grey[:, max(x - 1, 0) : x + 2]
+                assert (band >= 245).all(), (
+                    f"cell {index}: the cut at {cut} (x = {x} of {grey.shape[1]}) crosses "
+                    f"something drawn: {int((band < 245).sum())} dark pixels"
+                )

@@ -375,6 +375,12 @@ def test_chinese_pages_are_marked_chinese_with_a_chinese_search_box():
         assert 'placeholder="搜索本书……"' in html, page
     english = _built(SITE / "book" / "glossary.html")
     assert '<html lang="en"' in english and "搜索本书" not in english
+    # the theme's words in Chinese (bilingual.BUTTON_WORDS, locales/zh_CN/.../sphinx.po)
+    chapter = _built(ZH_SITE / "chapters" / "02_attention_pooling.html")
+    for english_words in ("Launch on", "Launch interactive", "Link to this heading", "列印"):
+        assert english_words not in chapter, english_words
+    assert 'title="在 Colab 中打开"' in chapter and 'title="链接到此标题"' in chapter
+    assert 'title="Launch on Colab"' in _built(SITE / "chapters" / "02_attention_pooling.html")
 
 
 def test_the_chinese_home_lists_the_chapters_not_yet_translated():

@@ -284,6 +284,30 @@ class ChineseHtmlLabels(SphinxTransform):
                 node.replace(node.children[0], nodes.Text(new))
 
 
+# The header buttons' words that sphinx-book-theme translates from its own catalog (which
+# Sphinx's locale_dirs do not reach), or translates as Taiwan writes them.
+BUTTON_WORDS = {
+    "Launch on Colab": "在 Colab 中打开",
+    "Launch interactive content": "启动交互式内容",
+    "列印成 PDF": "打印为 PDF",
+}
+
+
+def _chinese_buttons(app: Sphinx, pagename: str, templatename: str, context: dict, doctree):
+    """The header buttons' tooltips and labels in the Chinese edition's words."""
+    if app.builder.format != "html" or not is_chinese(app):
+        return
+
+    def visit(buttons):
+        for button in buttons or []:
+            for key in ("tooltip", "label"):
+                if button.get(key) in BUTTON_WORDS:
+                    button[key] = BUTTON_WORDS[button[key]]
+            visit(button.get("buttons"))
+
+    visit(context.get("header_buttons"))
+
+
 def _chinese_notebooks(app: Sphinx, exception) -> None:
     """The download buttons' notebooks (``_sources``) replaced by the Chinese ones."""
     if exception is not None or app.builder.format != "html" or not is_chinese(app):
@@ -358,6 +382,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-merge-info", _env_merge)
     app.connect("env-updated", _env_updated)
     app.connect("html-page-context", _page_context)
+    app.connect("html-page-context", _chinese_buttons, priority=900)  # after the theme's
     app.connect("build-finished", _write_status)
     app.connect("build-finished", _chinese_notebooks)
     app.add_transform(CountMessages)

@@ -21,7 +21,10 @@ in CSS px at its natural size (one PNG pixel per CSS pixel), in the output's met
 size of every text it draws into every PNG, by the PNG's SHA-256 (the name MyST-NB gives the
 image in ``_images/``), so tests/test_browser.py can check the text a desktop reader sees when
 the column scales a figure down. Live frames carry theirs on the ``<img>``
-(``helpers.figures.widgets``).
+(``helpers.figures.widgets``). A figure of side-by-side panels also gets where it can be cut
+between them (``helpers.figures.frames.panel_columns``, mapped to the PNG, which holds the
+figure's tight bounding box): ``{"book": {"smallest_text_px": 12.5, "panels": [0, 0.52,
+1]}}``; book/_ext/figure_panels.py shows it as one image per panel.
 """
 
 from __future__ import annotations
@@ -58,11 +61,27 @@ PNG_BASE64 = re.compile(r"iVBORw0KGgo[A-Za-z0-9+/]*={0,2}")  # base64 of the PNG
 #: Where an output's smallest text is recorded: ``output.metadata[TEXT_KEY]["smallest_text_px"]``.
 TEXT_KEY = "book"
 # Run in the kernel before the notebook (IPKernelApp.exec_files): every PNG matplotlib draws
-# into memory (Jupyter's inline display does) appends {"sha256", "px"} to the file RECORD.
+# into memory (Jupyter's inline display does) appends {"sha256", "px", "columns"} to the file
+# RECORD: its smallest text, and where it can be cut into side-by-side panels
+# (helpers.figures.frames.panel_columns), as fractions of the PNG's width (the inline display
+# saves the figure's tight bounding box plus a pad, not the whole figure).
 TEXT_RECORDER = r"""
 import hashlib as _hashlib, json as _json
-import matplotlib.backend_bases as _mbb
+import matplotlib as _mpl, matplotlib.backend_bases as _mbb
 from helpers.figures.fonts import drawn_font_sizes as _drawn
+from helpers.figures.frames import panel_columns as _panel_columns
+
+def _book_png_columns(figure, kwargs):
+    columns = _panel_columns(figure)
+    width = figure.get_figwidth()
+    x0, x1 = 0.0, width
+    if kwargs.get("bbox_inches") == "tight":
+        pad = kwargs.get("pad_inches")
+        pad = _mpl.rcParams["savefig.pad_inches"] if pad in (None, "layout") else float(pad)
+        box = figure.get_tightbbox(figure.canvas.get_renderer())
+        x0, x1 = box.x0 - pad, box.x1 + pad
+    inner = [(c * width - x0) / (x1 - x0) for c in columns[1:-1]]
+    return [0.0, *(round(c, 4) for c in inner if 0 < c < 1), 1.0]
 
 def _book_record_text(print_figure, record):
     def recording(self, filename, *args, **kwargs):
@@ -73,8 +92,10 @@ def _book_record_text(print_figure, record):
         png = filename.getvalue() if hasattr(filename, "getvalue") else b""
         if png.startswith(b"\x89PNG"):
             px = round(min(sizes) * dpi / 72, 2) if sizes else None
+            columns = _book_png_columns(self.figure, kwargs)
             with open(record, "a") as f:
-                f.write(_json.dumps({"sha256": _hashlib.sha256(png).hexdigest(), "px": px}))
+                f.write(_json.dumps({"sha256": _hashlib.sha256(png).hexdigest(), "px": px,
+                                     "columns": columns}))
                 f.write("\n")
         return result
     return recording
@@ -140,25 +161,30 @@ def execute(path: Path) -> float:
     return elapsed
 
 
-def read_text_sizes(record: str) -> dict[str, float | None]:
-    """The kernel's record: each PNG's SHA-256 -> its smallest text in px (None: no text)."""
+def read_text_sizes(record: str) -> dict[str, dict]:
+    """The kernel's record: each PNG's SHA-256 -> {"px": its smallest text in px (None: no
+    text), "columns": its panel cuts [0, ..., 1] as fractions of its width}."""
     if not os.path.exists(record):
         return {}
     with open(record, encoding="utf-8") as f:
-        return {r["sha256"]: r["px"] for r in map(json.loads, f)}
+        return {r["sha256"]: r for r in map(json.loads, f)}
 
 
-def note_text_sizes(outputs: list, text_px: dict[str, float | None]) -> None:
-    """Write each static PNG output's smallest text (from ``text_px``) into its metadata; an
-    output the kernel did not record (not drawn by matplotlib) gets none."""
+def note_text_sizes(outputs: list, recorded: dict[str, dict]) -> None:
+    """Write each static PNG output's smallest text and, for a figure of side-by-side panels,
+    where it can be cut (from ``recorded``) into its metadata: ``{"book":
+    {"smallest_text_px": 12.5, "panels": [0, 0.52, 1]}}``. An output the kernel did not
+    record (not drawn by matplotlib) gets none."""
     for output in outputs:
         data = output.get("data", {})
         if "image/png" not in data or WIDGET_VIEW in data:
             continue
         sha = hashlib.sha256(base64.b64decode(data["image/png"])).hexdigest()
         metadata = output.setdefault("metadata", {})
-        if sha in text_px:
-            metadata[TEXT_KEY] = {"smallest_text_px": text_px[sha]}
+        if sha in recorded:
+            metadata[TEXT_KEY] = {"smallest_text_px": recorded[sha]["px"]}
+            if len(recorded[sha].get("columns", [])) > 2:
+                metadata[TEXT_KEY]["panels"] = recorded[sha]["columns"]
         else:
             metadata.pop(TEXT_KEY, None)
 
