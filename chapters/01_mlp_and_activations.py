@@ -183,7 +183,7 @@ print(f"parameters: {num_parameters} = 3*5 + 5 (hidden layer) + 5*2 + 2 (output 
 # $i-1, i, i+1$, and every output uses the same three weights. Below, both layers map 8 numbers
 # to 8 numbers, and autograd computes their Jacobians.
 
-# %%
+# %% mystnb={"image": {"alt": "Two 8 by 8 heatmaps of the size of the derivative of output i with respect to input j, output position down and input position across, on one colour scale. Left, fully connected: all 64 cells hold unrelated values, some dark but none blank. Right, convolution with kernel 3: only 22 cells are coloured, a band three entries wide along the diagonal with the same three values repeated down it; every other cell is blank with a grey cross, an exact zero."}}
 set_seed(0)
 length = 8
 dense = nn.Linear(length, length)
@@ -430,7 +430,7 @@ for name, (function, derivative) in ours.items():
     torch.testing.assert_close(helper_derivative(x), derivative(x))
     print(f"{name:8s} matches PyTorch, autograd and helpers.mlp on {x.numel()} inputs")
 
-# %%
+# %% mystnb={"image": {"alt": "Two line plots against x from -5 to 5. Left, the activation functions: ReLU is a hinge at 0, GELU a smoothed hinge with a small dip below zero near x = -0.75, sigmoid an S from 0 to 1 and tanh an S from -1 to 1. Right, their derivatives: ReLU's is a step from 0 to 1; GELU's is slightly negative left of x = -0.75, then rises to a peak of about 1.13 near x = 1.41 and settles at 1; sigmoid's is a low bump of height 0.25 and tanh's a bump of height 1, both close to zero beyond |x| = 4."}}
 grid = torch.linspace(-5, 5, 401)
 fig, (ax_f, ax_d) = plt.subplots(1, 2, figsize=(9, 3.4))
 for name, (function, derivative) in ours.items():
@@ -601,7 +601,7 @@ for name in ours:
               f"{spread(grad_ratios, ratio_format):>24s} "
               f"{statistics.median(s for _, _, s in per_seed):14.2f}")
 
-# %%
+# %% mystnb={"image": {"alt": "Eight line plots on log scales in two rows of four, one column per activation (ReLU, sigmoid, tanh, GELU), layer 1 to 10 across, one coloured line per initialisation (default or gain weights, default or zero biases), each size divided by its value at layer 10. Top row, the backward error: for ReLU, tanh and GELU the two default-weight lines (blue, orange) fall steeply towards layer 1 while the two gain lines (green, red) stay flat. Bottom row, the weight gradient: only blue (default weights and biases) falls steeply, while orange stays flat with green and red; sigmoid falls steeply in every setting in both rows."}}
 fig, axes = plt.subplots(2, 4, figsize=(9, 5.6), sharex=True, sharey="row")
 layers = range(1, 11)
 for column, name in enumerate(ours):
@@ -944,7 +944,7 @@ assert 3.5 < hand_errors[-2] / hand_errors[-1] < 4.5, f"got {hand_errors[-2] / h
 # Nothing here was trained: the argument is constructive, and it works for any continuous
 # function, which is the one-dimensional case of the theorem.
 
-# %%
+# %% mystnb={"image": {"alt": "Two line plots of y against x from -3 to 3: the wiggly target curve in black and the hand-built ReLU network in orange, with its knots as orange dots. Left, 4 ReLU units: the broken line has 4 straight pieces and cuts straight through the bumps. Right, 16 ReLU units: the broken line follows the curve, changing direction at each knot and cutting the tips off the sharpest peaks and troughs."}}
 fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
 for ax, width in zip(axes, [4, 16]):
     hand_net = relu_interpolant(wiggly_target, -3.0, 3.0, width)
@@ -1279,7 +1279,7 @@ assert changed[:, 2].all() and not changed[:, [0, 1, 3, 4]].any()
 # Feed in two different sequences and you get two different mixing matrices, where a linear
 # layer would have used one.
 
-# %%
+# %% mystnb={"image": {"alt": "Two 5 by 5 heatmaps of attention weights, output token t down and source token s across, one per random input sequence, on one colour scale. In both, every row sums to 1 and has its largest weight on the diagonal, on the token itself; the off-diagonal pattern differs between the two, and the two matrices differ by up to 0.403 in a cell."}}
 set_seed(1)
 sequences = torch.randn(2, 5, d_model)                                    # (B, T, D)
 scores = sequences @ sequences.transpose(1, 2) / math.sqrt(d_model)       # (B, T, T)

@@ -235,7 +235,7 @@ assert same == {"word_alone": True, "word_and_position": True, "word_bound_to_po
 # shows.)
 #
 
-# %%
+# %% mystnb={"image": {"alt": "Block diagram of multi-head attention with H = 3 heads, read top to bottom. A box with the queries Q, keys K and values V, each with D features, branches into three head boxes side by side; each head projects them with its own query, key and value matrices from D to D/H features and runs scaled dot-product attention. The three outputs of D/H features go into a concat box of D features, then through the output projection W^O from D to D, to the output box of D features."}}
 fig = multihead_diagram(num_heads=3)
 
 
@@ -479,7 +479,7 @@ for name, matrix in change.items():
 assert ((change["without W^O"] > 1e-6).sum(dim=1) == D // H).all()
 assert (change["with W^O"] > 1e-6).all()
 
-# %%
+# %% mystnb={"image": {"alt": "Two heatmaps with one row per head (head 1 to 3) and the 12 output features across, on one colour scale; each row shows how much every output feature changes when that head's value projection is perturbed. Left, without W^O: three separate coloured blocks of four features, head 1 on the first four, head 2 on the next four and head 3 on the last four, and dark everywhere else. Right, with W^O: every row is coloured across all twelve features, in dimmer, more even colours."}}
 fig, axes = plt.subplots(1, 2, figsize=(9.5, 2.9))
 vmax = max(matrix.max().item() for matrix in change.values())
 for ax, (name, matrix) in zip(axes, change.items()):

@@ -321,7 +321,7 @@ print("PE(1)[:8] =", " ".join(f"{v:.3f}" for v in pe[1, :8]))
 # %% [markdown]
 # The whole table for 64 positions and $D = 64$, one row per position:
 
-# %%
+# %% mystnb={"image": {"alt": "A heatmap of the sinusoidal encoding, 64 positions (rows, 0 at the top) by 64 dimensions (columns), coloured from dark purple for -1 through teal for 0 to yellow for +1. On the left the colours change from each row to the next, in a checkerboard whose stripes widen from column to column; from about column 40 onwards the columns hardly change down the rows, so the right part looks like vertical bands, teal sine columns alternating with yellow cosine columns."}}
 fig, ax = plt.subplots(figsize=(5.6, 4.3))
 heatmap(pe, ax=ax, xlabel="encoding dimension j", ylabel="position t", vmin=-1, vmax=1,
         title="Sinusoidal encoding, 64 positions x 64 dimensions")
@@ -361,7 +361,7 @@ for t in range(10):
 # are smooth, nearby positions get nearby codes, which the bits of a binary counter do not
 # give (7 = 0111 and 8 = 1000 differ in every bit).
 
-# %%
+# %% mystnb={"image": {"alt": "Line plot of four sine columns of the encoding (D = 64) over the first 100 positions, position t across and the value from -1 to 1 up. Column 0 (wavelength 6) oscillates fastest and looks jagged, column 8 (wavelength 20) and column 16 (wavelength 63) are slower waves, and column 32 (wavelength 628) is a slow, almost straight rise."}}
 omegas = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)  # (D/2,), D = 64
 wavelengths = 2 * math.pi / omegas
 for i in [0, 4, 8, 16, 31]:
@@ -526,7 +526,7 @@ print("M_2 M_3 = M_5, and M_5 is orthogonal: a rotation, undone by its transpose
 # For a small width the structure is visible. Here is $M_5$ for $D = 16$: eight $2 \times 2$
 # rotation blocks on the diagonal and zeros everywhere else.
 
-# %%
+# %% mystnb={"image": {"alt": "A 16 by 16 heatmap of the rotation matrix M_5 for D = 16, output dimension down and input dimension across, coloured from dark purple for -1 through teal for 0 to yellow for +1. It is teal everywhere except eight 2 by 2 blocks along the diagonal; in the first two blocks, the fast pairs, the off-diagonal entries are close to plus or minus 1, and further down the blocks approach the identity, yellow on the diagonal and teal beside it."}}
 fig, ax = plt.subplots(figsize=(4.6, 3.8))
 heatmap(rotation_matrix(5, 16), ax=ax, xlabel="input dimension", ylabel="output dimension",
         vmin=-1, vmax=1, title="$M_5$ for D = 16")
@@ -568,7 +568,7 @@ print(f"all {len(dots)} positions t = 0 ... {len(dots) - 1} give this value")
 # The same number at positions 0 and 1990. Now as a function of the offset, for
 # $k$ from $-100$ to $100$, computed from the table at $t = 500$ and from the formula:
 
-# %%
+# %% mystnb={"image": {"alt": "Line plot of the dot product of PE(t) and PE(t + k) against the offset k from -100 to 100, for D = 64. The curve peaks at 32 for k = 0, falls steeply over the first few offsets, then declines more slowly with ripples, reaching about 10.8 at |k| = 96; it is a mirror image about k = 0."}}
 offsets = torch.arange(-100, 101)  # k
 from_table = pe_2000[500] @ pe_2000[500 + offsets].T  # PE(500) . PE(500 + k)
 from_formula = torch.cos(offsets[:, None] * omegas).sum(1)  # sum_i cos(k w_i)
@@ -793,7 +793,7 @@ assert abs(scores[5, 2] - scores[2, 5]) > 0.1, f"got {abs(scores[5, 2] - scores[
 # $x^\top W_q W_k^\top p_s$ and $p_t^\top W_q W_k^\top x$ depend on absolute positions. With
 # RoPE they are $q^\top R_{s-t} k / \sqrt D$.
 
-# %%
+# %% mystnb={"image": {"alt": "Two 32 by 32 heatmaps of attention scores for one token repeated at all 32 positions, query position t down and key position s across, each with its own colour scale. Left, with the sinusoidal encoding added: horizontal and vertical bands tied to particular query and key positions, so the colour changes along any diagonal. Right, with the rotary embedding (RoPE): stripes running exactly parallel to the main diagonal, because each score depends only on s - t."}}
 set_seed(0)
 token = torch.randn(16).expand(32, 16)  # (T, D): one token repeated at 32 positions
 W_q, W_k = torch.randn(2, 16, 16) / 4  # (D, D) each: random query and key projections

@@ -224,7 +224,7 @@ assert deep_spread[("default", True, 100)].max() < 10, f"{deep_spread[('default'
 assert torch.all(deeper[("default", False, 100)][:, 0] == 0), "default plain, 100 layers: no underflow"
 
 
-# %%
+# %% mystnb={"image": {"alt": "Two line plots, sharing a log-scale y-axis, of the weight-gradient norm of each of the 30 layers (layer 1 next to the input) for seed 0, for a plain tanh stack (circles) and a residual one (squares). Left, PyTorch's default initialisation: the plain curve climbs steadily from bottom left to top right, its first layer's gradient about seven orders of magnitude below its last layer's, while the residual curve is nearly flat near the top. Right, Xavier initialisation with the tanh gain: both curves fall gently from the first layer to the last, within about one order of magnitude, the residual one higher."}}
 fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6), sharey=True)
 layer_index = torch.arange(1, 31)
 for ax, init, title in [(axes[0], "default", "PyTorch default initialisation"),
@@ -431,7 +431,7 @@ assert (batch_norm_by_hand(later)[:, :4] - bn[:, :4]).abs().max() > 0.05, f"got 
 # batch norm then trains worse than layer norm. The picture below marks the numbers each
 # method averages over:
 
-# %%
+# %% mystnb={"image": {"alt": "A heatmap of the batch as 15 tokens (rows, labelled by sentence and position, the five padding rows marked pad and in the colour of 0) by 6 features (columns). A solid red box surrounds the single row of token s1 t1, the numbers layer norm averages over; a dashed orange box surrounds the whole column of feature 3, padding rows included, the numbers batch norm averages over. The columns differ visibly in level: feature 3 is bright in every real token."}}
 tokens = x.reshape(15, 6)  # (B*T, D): every token of the batch, padding included
 labels = [f"s{b} t{t}" + ("  pad" if not valid[b, t] else "") for b in range(3)
           for t in range(5)]
@@ -498,7 +498,7 @@ print("MLP token by token = MLP on (B, T, D) = PositionWiseFFN with the same wei
 # token's output. Self-attention is the opposite: every output looks at every input. Change
 # token 2 of a sequence and see where the outputs move:
 
-# %%
+# %% mystnb={"image": {"alt": "Two heatmaps of the absolute change of each output entry, positions 0 to 4 down and 8 output features across, after only token 2's input is changed. Left, the position-wise FFN: only the row of position 2 is coloured, every other row is dark (zero). Right, self-attention: every row is coloured, rows 2 and 3 the most strongly, because every position attends to token 2."}}
 set_seed(0)
 attention = MultiHeadAttention(d_model, num_heads=2).eval()
 x_changed = x.clone()
@@ -664,7 +664,7 @@ torch.backends.mha.set_fastpath_enabled(fastpath_before)
 # What the two orders do to the residual stream shows up in a stack. Run a batch through 12
 # freshly initialised blocks of each kind and follow the average norm of the token vectors:
 
-# %%
+# %% mystnb={"image": {"alt": "Line plot of the mean token norm after each of 12 encoder blocks. The post-LN line (circles) is flat at 8, the square root of D, because every block ends with a layer norm; the pre-LN line (squares) rises steadily from 8.22 after block 1 to 11.88 after block 12, because each block adds to a stream that is never normalised."}}
 def stream_norms(norm_first, depth=12, seed=0):
     set_seed(seed)
     h, norms = torch.randn(8, 10, 64), []  # (B, T, D), entries of size 1
@@ -778,7 +778,7 @@ print("DecoderBlock.from_torch(layer) equals nn.TransformerDecoderLayer to 1e-5"
 # not depend on the tokens after $t$, which at generation time do not exist yet. Test it
 # directly: change the decoder's input at position 3 and see which outputs move.
 
-# %%
+# %% mystnb={"image": {"alt": "Three panels for an untrained decoder block. Left: a 5 by 5 heatmap of the masked self-attention weights of head 0, lower-triangular and dark above the diagonal; row 0 puts all its weight on key 0 and the later rows spread theirs over the keys they may see. Middle: a 5 by 7 heatmap of the cross-attention weights of head 0, every cell coloured, source position 5 the brightest in most rows. Right: a bar chart of the largest output change per target position after the input at position 3 changes: no bars at positions 0 to 2, a tall red bar at position 3 and a much shorter red bar at position 4."}}
 y_changed = y.clone()
 y_changed[:, 3] = torch.randn(2, 16)  # a different token at position 3
 with torch.no_grad():
@@ -980,7 +980,7 @@ assert 1.5 < loss[24] < 8 * math.log(10) / 9 - 0.05, f"loss at step 25 {loss[24]
 assert 50 < loss[39] / loss[89] < 200, f"loss ratio steps 40/90 {loss[39] / loss[89]:.1f}"
 assert 0.01 < loss[89] < 0.02 and loss[-50:].mean() < 0.01, f"{loss[89]:.4f}, {loss[-50:].mean():.4f}"
 
-# %%
+# %% mystnb={"image": {"alt": "Line plot of the cross-entropy training loss on a log axis against training step, from 1 to 150. It starts at 2.67, a little above a dotted line at log 13 (a uniform guess over the 13 tokens), declines slowly to 1.9 at step 25, then falls steeply, by about two orders of magnitude between steps 40 and 90, and levels off with some noise, averaging under 0.01 over the last 50 steps."}}
 fig, ax = plt.subplots(figsize=(4.8, 3.4))
 ax.semilogy(range(1, len(history["loss"]) + 1), history["loss"])
 ax.axhline(math.log(13), color="0.5", ls=":", label="log 13: uniform over the 13 tokens")
@@ -1288,7 +1288,7 @@ assert 0 < step_ratio[5:].min() and step_ratio[5:].max() < 0.3, f"{step_ratio[5:
 assert torch.all(step_ratio[6:] >= step_ratio[5:-1]), "the rectification factor does not grow"
 
 
-# %%
+# %% mystnb={"image": {"alt": "Strip plot of the steps each run needed until its loss fell below 0.1, one dot per seed (5 seeds per setting) and a black bar at the median, for six settings in rows, from the top: post-LN without warm-up, post-LN with warm-up, pre-LN without warm-up, pre-LN with warm-up, post-LN with RAdam and pre-LN with RAdam. The top row sits furthest right, with at least one cross beyond the dotted line at 150 steps for a seed that had not learned by then; the other five rows overlap."}}
 fig, ax = plt.subplots(figsize=(5.4, 4.2))
 for row, (name, counts) in enumerate(steps_to_learn.items()):
     learned = torch.isfinite(counts)

@@ -143,7 +143,7 @@ set_seed(0)
 # Our memories are the ten digits, drawn as 7 × 5 bitmaps in `helpers.tasks.hopfield.DIGITS` and
 # flattened row by row into $N = 35$ units: $+1$ for ink, $-1$ for background.
 
-# %%
+# %% mystnb={"image": {"alt": "A row of ten small black-and-white bitmaps, the digits 0 to 9, each 7 pixels high and 5 wide, drawn as blocky black strokes on white. The 1, a thin vertical stroke with a base, has the fewest ink pixels, 10; the 0, an outline crossed by a diagonal stroke, has the most, 19."}}
 def draw_state(ax, state, title=None):
     """Draw one state (35,) as a 7 x 5 image: -1 white, +1 black, values between grey."""
     ax.imshow(state.reshape(7, 5), cmap="gray_r", vmin=-1, vmax=1)
@@ -341,7 +341,7 @@ torch.testing.assert_close(energy(weights, stored[2]), energies[-1])
 # energy never rose on the way. Now all three stored digits, each with a fifth of its pixels
 # flipped:
 
-# %%
+# %% mystnb={"image": {"alt": "A 3 by 3 grid of 7 by 5 bitmaps, one row per stored digit (0, 1, 2), with the columns original, corrupted and recalled. Each corrupted cue has 7 pixels flipped, scattered black and white specks that break up the shape, and in every row the recalled image is identical to the original."}}
 cues, recalled, curves = [], [], []
 for digit in range(3):
     cue = corrupt(stored[digit], 0.2, torch.Generator().manual_seed(10 + digit))
@@ -360,7 +360,7 @@ fig = show_states(grid, ["original", "corrupted", "recalled"] * 3, ncols=3)
 #
 # The energy along the way, one point per single-unit update:
 
-# %%
+# %% mystnb={"image": {"alt": "Line plot of the energy E(s) against the single-unit update, from 0 to 70, one line each for the digits 0, 1 and 2. Each line is a descending staircase, flat where a unit already agreed with its input and stepping down where a wrong pixel is flipped back, from between -5.9 and -7.4 to between -16.5 and -17.1; all three reach their floor by update 35, the end of the first sweep, and stay flat through the second."}}
 fig, ax = plt.subplots(figsize=(5.6, 3.4))
 for digit, energies in enumerate(curves):
     ax.plot(energies, marker=".", ms=3, label=f"digit {digit}")
@@ -496,7 +496,7 @@ assert shares == {"inverted 0": 0.065, "digit 1": 0.28, "digit 2": 0.215, "inver
 # are called [spurious states](../book/glossary.md#term-spurious-state). They are local minima of the energy,
 # usually shallower than the stored patterns.
 
-# %%
+# %% mystnb={"image": {"alt": "Six 7 by 5 bitmaps in a row. The first three are the negatives of the digits 0, 1 and 2, white strokes on black. The fourth is the mixture state, the majority vote of 0, 1 and 2: black bars at the top and bottom, a short vertical stroke in the middle and a few single pixels, resembling none of the three. The fifth is a cue with 80% of the digit 0 flipped, a speckled shape closer to the negative of 0 than to the 0, and the sixth, what it recalls, is exactly the negative of 0."}}
 def is_fixed_point(state):
     h = weights @ state
     return bool(((h.abs() <= TIE) | (torch.sign(h) == state)).all())  # a tie keeps the unit
@@ -627,7 +627,7 @@ for count, fraction in zip(pattern_counts, kept.tolist()):
 loads = torch.tensor(pattern_counts) / 100
 assert bool((kept[loads <= 0.1] >= 0.9).all()) and bool((kept[loads >= 0.3] <= 0.3).all())
 
-# %%
+# %% mystnb={"image": {"alt": "Line plot with markers of the fraction of patterns kept against the load P / N from 0.02 to 0.40 at N = 100, with a dashed red vertical line at P / N = 0.138. The fraction is 1 up to a load of 0.1, starts to fall near the dashed line, crosses one half near 0.21, drops below 0.1 at 0.3 and is almost 0 at 0.4."}}
 fig, ax = plt.subplots(figsize=(5.6, 3.4))
 ax.plot(loads, kept, marker="o", ms=4, label="N = 100, measured")
 ax.axvline(0.138, color="C3", ls="--", label="P/N = 0.138")
@@ -653,7 +653,7 @@ fig.tight_layout()
 # a new unit order), and report for each draw the first load at which fewer than half of the
 # patterns are kept:
 
-# %%
+# %% mystnb={"image": {"alt": "Line plot of the fraction of patterns kept against the load P / N from 0.04 to 0.36 for N = 50, 100 and 200, each line the median of five draws inside a shaded band for their range, with a dashed vertical line at 0.138. All three keep every pattern at the lowest loads; the N = 200 curve falls first and most steeply, to almost 0 at a load of 0.28, where the N = 50 curve still keeps 0.43. The band is widest for N = 50."}}
 loads_n = [round(0.04 * i, 2) for i in range(1, 10)]  # 0.04, 0.08, ..., 0.36
 kept_by_size = {}  # N -> (5 draws, loads): the fraction of patterns kept
 for num in [50, 100, 200]:
@@ -711,7 +711,7 @@ assert float(kept_by_size[50][:, loads_n.index(0.28)].median()) > 0.3, kept_by_s
 # strokes on the left and right, a bar at the top or bottom. Their overlaps
 # $o^{\mu\nu} = \frac1N\,\mathbf x^\mu\cdot\mathbf x^\nu$ show it:
 
-# %%
+# %% mystnb={"image": {"alt": "A 10 by 10 heatmap of the overlaps between the digits 0 to 9, with each value written in its cell, on a colour scale from -1 to 1. The diagonal is 1 and most off-diagonal overlaps are positive; the largest, 0.66, are those of the 8 with 0, 3, 6 and 9, while the row and column of the 4 hold mostly small negative values."}}
 overlaps = digits @ digits.T / num_units  # (10, 10)
 fig, ax = plt.subplots(figsize=(4.4, 4.0))
 heatmap(overlaps, ax=ax, xlabel="digit ν", ylabel="digit μ", vmin=-1, vmax=1, annotate=True,
@@ -1078,7 +1078,7 @@ print("delta rule after 200 sweeps equals the projection (with its diagonal) wit
 # all ten in the modern one, flip a fifth
 # of the pixels of each, and apply a single update with a large $\beta = 2$:
 
-# %%
+# %% mystnb={"image": {"alt": "Two rows of ten 7 by 5 bitmaps. Top row, labelled cue 0 to cue 9: each digit with 7 random pixels flipped, speckled and partly broken. Bottom row, labelled with an arrow and the digit: the state after one update, a clean copy of each digit (the 2 keeps a barely visible light-grey patch)."}}
 retrieved = retrieve(patterns, cues, beta=2.0, steps=1)  # (Q, N): one step for every cue
 correct = (torch.sign(retrieved) == digits).all(-1)
 print("retrieved exactly (sign of the result):", correct.int().tolist())
@@ -1088,7 +1088,8 @@ fig = show_states(torch.cat([cues, retrieved]), [f"cue {d}" for d in range(10)]
 
 # %% [markdown]
 # *Two rows of ten images: the top row holds the ten digits with 7 random pixels each
-# flipped; the bottom row the states after one update, each a clean copy of its digit.*
+# flipped; the bottom row the states after one update, each with its digit's sign at every
+# pixel (the faint grey patch in the 2: values not yet at -1 or 1).*
 #
 # Is that luck? For many cues per corruption level, compare three things: how often the
 # modern network retrieves the right digit, how often the right digit is the *unique* nearest
@@ -1224,7 +1225,7 @@ for num, ks in largest_power.items():
 print(f"log2 P (median) grows by about {slope:.2f} per unit: P doubles about every "
       f"{1 / slope:.1f} units")
 
-# %%
+# %% mystnb={"image": {"alt": "Two panels. Left: the share of 200 cues retrieved against the number of stored patterns P on a log scale, one line (the median) with a shaded band (the range of five draws) for each of N = 16, 24, 32, 40 and 48, and a dotted line at one half; each curve stays near 1 and then falls steeply, and the fall moves right by several doublings from N = 16 to N = 48. Right, log scale: the largest P with at least half retrieved against N climbs along a roughly straight line from 32 at N = 16 to 16384 at N = 48, with range bars only at N = 16 and 24; it starts on the dashed 2N line at N = 16 and lies far above it from N = 32 on, while the dotted 0.138 N line runs near the bottom."}}
 fig, (ax_share, ax_size) = plt.subplots(1, 2, figsize=(9, 3.6))
 for i, (num, shares) in enumerate(retrieved.items()):
     counts_n = [2 ** k for k in shares]
@@ -1372,7 +1373,7 @@ assert rows[-1][2] == 8 and rows[-1][3] > 0.999, f"got {rows[-1][2]=}, {rows[-1]
 # "whatever the cue", the number of different fixed points reached from 110 starting states
 # (100 random $\pm1$ states and the ten corrupted digits of the attention check above):
 
-# %%
+# %% mystnb={"image": {"alt": "Four 7 by 5 grey-level images in a row, the fixed points reached from the corrupted 8 at beta = 1/64, 1/8, 1/4 and 1. At 1/64 a patchwork of light and mid greys with no clear shape (the global average); at 1/8 a soft, blurred 8; at 1/4 a clearer 8 with some grey blur left; at 1 a crisp black-and-white 8."}}
 def patterns_for_90_percent(weights_row):
     return int((weights_row.sort(descending=True).values.cumsum(0) < 0.9).sum()) + 1
 

@@ -237,7 +237,7 @@ assert val_loss < bigram, f"model {val_loss:.3f} not below bigram {bigram:.3f}"
 assert 62_000 < count(model) < 64_000, f"{count(model)} parameters, not about 63 k"
 assert losses[0] > math.log(V), f"first loss {losses[0]:.2f} not above ln V"
 
-# %%
+# %% mystnb={"image": {"alt": "Line plot of the cross-entropy in nats per character against training step over 300 steps: the loss of each step as a thin grey line, its running mean of 20 steps in blue, a dashed red line for the unigram baseline (3.3) and a dotted green line for the trained model's validation loss (2.4). The loss starts at about 5, drops steeply in the first steps, falls below the unigram line within the first hundred steps and keeps falling slowly, ending near the green line."}}
 smooth = torch.tensor(losses).unfold(0, 20, 1).mean(1)  # running mean over 20 steps
 fig, ax = plt.subplots(figsize=(4.8, 3.2))
 ax.plot(losses, color="0.75", lw=0.8, label="training loss, each step")
@@ -540,7 +540,7 @@ assert max(layer_range[0], rms_range[0]) < min(layer_range[1], rms_range[1]), f"
 # [Vaswani et al. [2017]](../book/references.bib#vaswani2017) (Section 3.1 and Figure 1). The masks, for a text of 6 tokens
 # (and a source of 5 for the encoder–decoder), True = may attend:
 
-# %%
+# %% mystnb={"image": {"alt": "Four boolean masks in a 2 by 2 grid, query positions down and key positions across, yellow where attention is allowed and dark where it is blocked. Top left, encoder-only (BERT) bidirectional self-attention: all 36 cells of the 6 by 6 grid are yellow. Top right, decoder-only (GPT) causal self-attention, and bottom left, the encoder-decoder's decoder self-attention: the same lower-triangular staircase, yellow on and below the diagonal, 21 of 36 pairs. Bottom right, the decoder's cross-attention to the source: a full 6 by 5 yellow block, 30 of 30 pairs."}}
 T_demo, S_demo = 6, 5
 masks = {
     "encoder-only (BERT):\nbidirectional self-attention": torch.ones(T_demo, T_demo, dtype=torch.bool),

@@ -274,3 +274,22 @@ def test_static_figures_record_their_text_and_where_their_panels_part(path):
                     f"cell {index}: the cut at {cut} (x = {x} of {grey.shape[1]}) crosses "
                     f"something drawn: {int((band < 245).sum())} dark pixels"
                 )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_static_figure_has_alt_text(path):
+    """A screen reader names a figure by its alt text (the cell's ``mystnb.image.alt``);
+    without one the page names it by its file, ``../_images/6d14...png``."""
+    missing = []
+    for index, cell in enumerate(_load(path)["cells"]):
+        outputs = cell.get("outputs", [])
+        pictures = [o for o in outputs if "image/png" in o.get("data", {})]
+        if not pictures or all(WIDGET_VIEW in o.get("data", {}) for o in pictures):
+            continue  # a live figure's frames carry their own alt texts
+        alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt", "")
+        if len(alt.split()) < 6:
+            missing.append(f"cell {index}: {_source(cell).splitlines()[0][:60]!r}")
+    assert not missing, (
+        'figures without alt text (a header `# %% mystnb={"image": {"alt": "..."}}` in '
+        f"the twin): {missing}"
+    )

@@ -241,11 +241,14 @@ def show_heatmaps(
 def multihead_diagram(
     num_heads: int = 3, ax: matplotlib.axes.Axes | None = None
 ) -> matplotlib.figure.Figure:
-    """Draw multi-head attention as a block diagram: Q, K, V → H heads → concat → W^O.
+    """Draw multi-head attention as a block diagram, top to bottom: Q, K, V → H heads side
+    by side → concat → W^O → output.
 
     Each of the ``num_heads`` (H) heads is one box holding its own projections
     W_i^Q, W_i^K, W_i^V (D → D/H) and scaled dot-product attention; their (…, D/H)
-    outputs meet in the concatenation (…, D), which W^O maps to the (…, D) output.
+    outputs meet in the concatenation (…, D), which W^O maps to the (…, D) output. Drawn
+    top to bottom, 1.45 in a head, so that three heads fit a phone's column with their
+    9-point text at 9 CSS px or more.
 
     Args:
         num_heads: the number of head boxes drawn, 1 to 8.
@@ -257,25 +260,26 @@ def multihead_diagram(
     num_heads = check_int(num_heads, "num_heads", 1)
     require(num_heads <= 8, f"num_heads must be an int from 1 to 8, got {num_heads!r}")
     check_instance(ax, matplotlib.axes.Axes, "ax", optional=True)
+    width = max(0.3 + 1.45 * num_heads, 3.2)
     if ax is None:
-        fig, ax = plt.subplots(figsize=(9.0, 0.4 + 0.75 * num_heads))
+        fig, ax = plt.subplots(figsize=(width, 5.0))
     fig = ax.figure
-    height = 1.2 * num_heads
-    ax.set(xlim=(0, 11.0), ylim=(-0.05, height + 0.05))
+    ax.set(xlim=(0, width), ylim=(0, 5.0))
     ax.axis("off")
+    centre = width / 2
 
-    def box(x, y, width, box_height, text, colour):
+    def box(x, y, box_width, box_height, text, colour):
         ax.add_patch(
             matplotlib.patches.FancyBboxPatch(
                 (x, y),
-                width,
+                box_width,
                 box_height,
                 boxstyle="round,pad=0.04",
                 facecolor=colour,
                 edgecolor="0.3",
             )
         )
-        ax.text(x + width / 2, y + box_height / 2, text, ha="center", va="center", fontsize=8)
+        ax.text(x + box_width / 2, y + box_height / 2, text, ha="center", va="center", fontsize=9)
 
     def arrow(start, end, label=None):
         ax.annotate(
@@ -283,35 +287,33 @@ def multihead_diagram(
         )
         if label:
             ax.text(
-                (start[0] + end[0]) / 2,
-                (start[1] + end[1]) / 2 + 0.08,
+                end[0] + 0.05,
+                (start[1] + end[1]) / 2,
                 label,
-                ha="center",
-                va="bottom",
-                fontsize=7,
+                ha="left",
+                va="center",
+                fontsize=9,
                 color="0.25",
             )
 
-    middle = height / 2
-    box(0.1, middle - 0.5, 1.5, 1.0, "queries Q\nkeys K\nvalues V\n(…, D)", "#e8e8e8")
-    box(6.75, 0.15, 1.0, height - 0.3, "concat\n(…, D)", "#d6e6f2")
-    box(8.3, middle - 0.35, 0.9, 0.7, "$W^O$\nD → D", "#f6dcc0")
-    box(9.75, middle - 0.35, 1.0, 0.7, "output\n(…, D)", "#e8e8e8")
+    box(centre - 1.35, 4.3, 2.7, 0.6, "queries Q, keys K, values V\n(…, D)", "#e8e8e8")
+    box(0.15, 1.85, width - 0.3, 0.4, "concat (…, D)", "#d6e6f2")
+    box(centre - 0.6, 1.0, 1.2, 0.45, "$W^O$: D → D", "#f6dcc0")
+    box(centre - 0.6, 0.1, 1.2, 0.5, "output\n(…, D)", "#e8e8e8")
     for i in range(num_heads):
-        y = height - 1.2 * (i + 1) + 0.2
+        x = 0.15 + 1.45 * i + (width - 0.3 - 1.45 * num_heads) / 2
         box(
-            2.3,
-            y,
-            3.5,
-            0.8,
-            f"head {i + 1}: $W_{i + 1}^Q, W_{i + 1}^K, W_{i + 1}^V$ (D → D/H)"
-            "\nscaled dot-product attention",
+            x + 0.05,
+            2.75,
+            1.25,
+            1.05,
+            f"head {i + 1}\n$W_{i + 1}^Q, W_{i + 1}^K, W_{i + 1}^V$\nD → D/H\nattention",
             "#e3f1df",
         )
-        arrow((1.65, middle), (2.25, y + 0.4))
-        arrow((5.85, y + 0.4), (6.7, y + 0.4), "(…, D/H)")
-    arrow((7.8, middle), (8.25, middle))
-    arrow((9.25, middle), (9.7, middle))
+        arrow((centre, 4.25), (x + 0.675, 3.85))
+        arrow((x + 0.675, 2.7), (x + 0.675, 2.3), "(…, D/H)" if i == num_heads - 1 else None)
+    arrow((centre, 1.8), (centre, 1.5))
+    arrow((centre, 0.95), (centre, 0.65))
     return fig
 
 
