@@ -706,9 +706,6 @@ def _sidebar_checks(page, page_path: str, look: str) -> list[str]:
     return problems
 
 
-# Every figure of the page (static outputs and the visible live frames) with its displayed
-# width below its natural width: benchmarks/figures.py's label sizes assume natural size.
-# A live frame's natural size is its width attribute (its PNG holds two pixels per CSS pixel).
 # Every static figure (an image of a cell's output, or a panel of one) on a phone: its natural
 # and shown width, its smallest text at natural size (data-text-px, book/_ext/figure_panels.py),
 # and whether it lies whole in the article's column.
