@@ -616,7 +616,7 @@ for column, name in enumerate(ours):
     axes[1, column].set_xlabel(r"layer $\ell$")
 axes[0, 0].set_ylabel(r"$|\delta_\ell|\,/\,|\delta_{10}|$")
 axes[1, 0].set_ylabel(r"$|\nabla W_\ell|\,/\,|\nabla W_{10}|$")
-axes[0, 2].legend(fontsize=8, loc="lower center")  # in the empty lower half of a panel, not
+axes[0, 2].legend(fontsize=9, loc="lower center")  # in the empty lower half of a panel, not
 # below them all: the columns can part on a phone
 fig.tight_layout()
 

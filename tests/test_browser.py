@@ -54,7 +54,6 @@ import dataclasses
 import functools
 import http.server
 import importlib.util
-import json
 import os
 import re
 import threading
@@ -474,36 +473,16 @@ def _desktop_checks(opened: Opened, page_path: str) -> list[str]:
     return problems
 
 
-@functools.cache
-def _recorded_text_px() -> dict[str, float | None]:
-    """The smallest text, in CSS px at natural size, of every static figure of the executed
-    notebooks, by the SHA-256 of its PNG (the name MyST-NB gives it in ``_images/``), as
-    book/tools/execute.py records it in the output's metadata (None: the figure has no text)."""
-    import base64
-    import hashlib
-
-    found = {}
-    for path in [*sorted((ROOT / "chapters").glob("*.ipynb")), ROOT / "book" / "intro.ipynb"]:
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            for output in cell.get("outputs", []):
-                recorded = output.get("metadata", {}).get("book", {})
-                png = output.get("data", {}).get("image/png")
-                if png and "smallest_text_px" in recorded:
-                    sha = hashlib.sha256(base64.b64decode("".join(png))).hexdigest()
-                    found[sha] = recorded["smallest_text_px"]
-    return found
-
-
 def _figure_text_checks(page) -> list[str]:
     """At 1280 px every figure of the page, static (``<img>`` in a cell's output) or a live
     figure's visible frame, lies whole within the article (not under the table of contents,
     not cut by a box that scrolls sideways), and its smallest text is at least 9 CSS px as
-    shown: its natural size (recorded when the chapter
-    ran: a static figure's in its output's metadata, a frame's in ``data-text-px``) times the
-    scale at which the column shows it. A figure with no recorded size fails."""
+    shown: its natural size (recorded when the chapter ran, in ``data-text-px``: a live
+    frame's by helpers.figures.widgets, a static figure's by book/_ext/figure_panels.py) times
+    the scale at which the column shows it. A figure with no recorded size fails."""
     from helpers.figures.frames import MIN_TEXT_PX
 
-    recorded, problems = _recorded_text_px(), []
+    problems = []
     figures = page.evaluate(FIGURE_BOXES_JS)
     for f in figures["figures"]:
         name = "a live frame" if f["live"] else f"figure {f['src'].rsplit('/', 1)[-1][:12]}...png"
@@ -517,14 +496,8 @@ def _figure_text_checks(page) -> list[str]:
             )
         if f["clippedBy"]:
             problems.append(f"{where} is cut by {f['clippedBy']} (scrolls sideways) at 1280 px")
-        if f["textPx"] is not None:  # a live frame, or a static figure (figure_panels.py)
-            text = f["textPx"]
-            natural = None if text in ("none", "None") else float(text)
-            known = True
-        else:
-            sha = re.search(r"_images/([0-9a-f]{64})\.png$", f["src"])
-            known = bool(sha) and sha.group(1) in recorded
-            natural = recorded[sha.group(1)] if known else None
+        known = f["textPx"] is not None
+        natural = float(f["textPx"]) if known and f["textPx"] != "none" else None
         if not known:
             problems.append(
                 f"{where}: no recorded text size (re-run book/tools/execute.py on its "
@@ -596,7 +569,7 @@ def _static_phone_checks(page, page_path: str) -> list[str]:
         where = f"figure {f['src']}... {f['alt']!r}"
         if f["textPx"] is None:
             problems.append(f"{where}: no recorded text size (book/_ext/figure_panels.py)")
-        elif f["textPx"] != "None":
+        elif f["textPx"] != "none":
             shown = float(f["textPx"]) * f["shown"] / f["natural"]
             if shown < MIN_TEXT_PX - 1e-6:
                 problems.append(f"{where}: smallest text {shown:.1f} px at 390 px")

@@ -64,6 +64,12 @@ def min_width(width: int, text_px: float | None) -> int:
     return min(width, int(-(-width * MIN_TEXT_PX // text_px)))  # rounded up
 
 
+def _text(record: dict) -> str:
+    """``data-text-px``: the smallest text at natural size, ``none`` when it draws none (as a
+    live frame's, helpers.figures.widgets)."""
+    return "none" if record["px"] is None else str(record["px"])
+
+
 def _panel_tags(record: dict, src: str, sha: str, alt: str, outdir: Path) -> str:
     from PIL import Image
 
@@ -82,7 +88,7 @@ def _panel_tags(record: dict, src: str, sha: str, alt: str, outdir: Path) -> str
         low = min_width(width, record["px"])
         tags.append(
             f'<img src="{folder}/{sha}-{n}.png" alt="" width="{width}" height="{height}" '
-            f'class="figure-panel" data-text-px="{record["px"]}" '
+            f'class="figure-panel" data-text-px="{_text(record)}" '
             f'style="flex: {width} 1 {low}px; min-width: {low}px; max-width: {width}px" />'
         )
     return f'<div class="figure-panels" role="img" aria-label="{alt}">' + "".join(tags) + "</div>"
@@ -111,7 +117,7 @@ def _page_context(app: Sphinx, pagename: str, templatename: str, context: dict, 
         low = min_width(width, record["px"])
         extra = (
             f'width="{width}" height="{height}" class="book-figure" '
-            f'data-text-px="{record["px"]}" style="min-width: {low}px"'
+            f'data-text-px="{_text(record)}" style="min-width: {low}px"'
         )
         return f"{tag.removesuffix('>').removesuffix('/').rstrip()} {extra} />"
 

@@ -121,16 +121,14 @@ def _relink(text: str, docdir: str, zh_docdir: str, translated: set[str]) -> str
     else, the project's own file."""
 
     def link(match: re.Match) -> str:
-        url = match.group(2)
-        if re.match(r"^[a-zA-Z][\w+.-]*:|^/|^#", url):
+        target, fragment = _links_tool().resolve(match.group(2), docdir)
+        if not target:  # a URL or an anchor in the page
             return match.group(0)
-        path, hash_, fragment = url.partition("#")
-        target = posixpath.normpath(posixpath.join(docdir or ".", path))
         if target.endswith(".ipynb") and target.removesuffix(".ipynb") in translated:
             new = posixpath.relpath(target, docdir or ".")  # the same place among the twins
         else:
             new = posixpath.relpath(target, zh_docdir)
-        return f"{match.group(1)}{new}{hash_}{fragment}{match.group(3)}"
+        return f"{match.group(1)}{new}{'#' + fragment if fragment else ''}{match.group(3)}"
 
     return MARKDOWN_LINK.sub(link, text)
 
