@@ -1,6 +1,6 @@
 # Attention Mechanisms, an interactive textbook.
 #   make book     fresh machine -> built offline site in _build/html
-#   make test     every test: unit/property, notebooks (nbval), hygiene, build, browser
+#   make test     every test: unit/property, notebooks (outputs compared), hygiene, build, browser
 # `make help` lists every target (from the `## ` comments below).
 
 PYTHON_BOOTSTRAP ?= python3
@@ -93,15 +93,22 @@ $(ZH_STAGE)/.config: _config.yml _toc.yml _toc.zh.yml book/tools/zh.py locales/z
 	$(PY) book/tools/zh.py config $(ZH_STAGE)/_config.zh.yml
 
 # Build in a staging folder; the site in _build/html is replaced only when the build is
-# clean (zero warnings), so a failed build never leaves a half-built site behind.
+# clean (zero warnings), so a failed build never leaves a half-built site behind. The two
+# editions build side by side, in two processes (on two cores both take little longer than
+# the Chinese edition alone: benchmarks/build.py); each one's messages are shown when both
+# have ended, the English edition's first.
 book: check-tools $(VENV)/.installed book/vendor/.stamp $(STAGE)/.config $(ZH_STAGE)/.config
-	@echo "Building the book (jupyter-book build . -W -n --keep-going) ..."
+	@echo "Building the book (jupyter-book build . -W -n --keep-going) and, beside it, the Chinese edition (--config $(ZH_STAGE)/_config.zh.yml --toc _toc.zh.yml) ..."
 	@$(VENV)/bin/jupyter-book build . --path-output $(STAGE) -W -n --keep-going --quiet \
-		|| { echo "error: the book build failed or warned (see above); $(SITE) left as it was"; exit 1; }
-	@echo "Building the Chinese edition (--config $(ZH_STAGE)/_config.zh.yml --toc _toc.zh.yml) ..."
-	@$(VENV)/bin/jupyter-book build . --config $(ZH_STAGE)/_config.zh.yml --toc _toc.zh.yml \
-		--path-output $(ZH_STAGE) -W -n --keep-going --quiet \
-		|| { echo "error: the Chinese edition's build failed or warned (see above); $(SITE) left as it was"; exit 1; }
+		> $(STAGE)/build.log 2>&1 & english=$$!; \
+	$(VENV)/bin/jupyter-book build . --config $(ZH_STAGE)/_config.zh.yml --toc _toc.zh.yml \
+		--path-output $(ZH_STAGE) -W -n --keep-going --quiet > $(ZH_STAGE)/build.log 2>&1; \
+	chinese=$$?; wait $$english; english=$$?; \
+	cat $(STAGE)/build.log; \
+	test $$english = 0 || echo "error: the book build failed or warned (see above); $(SITE) left as it was"; \
+	cat $(ZH_STAGE)/build.log; \
+	test $$chinese = 0 || echo "error: the Chinese edition's build failed or warned (see above); $(SITE) left as it was"; \
+	test $$english = 0 && test $$chinese = 0
 	@$(PY) book/tools/zh.py status $(ZH_STAGE)/_build/html/_static/translation-status.json
 	@rm -rf $(SITE).new && cp -a $(STAGE)/_build/html $(SITE).new \
 		&& cp -a $(ZH_STAGE)/_build/html $(SITE).new/zh && rm -rf $(SITE) && mv $(SITE).new $(SITE)
@@ -112,13 +119,14 @@ book: check-tools $(VENV)/.installed book/vendor/.stamp $(STAGE)/.config $(ZH_ST
 catalogs: $(VENV)/.installed book/vendor/.stamp
 	$(PY) book/tools/zh.py catalogs
 
-# Tests run in parallel, one pytest-xdist worker per core. They spread one by one, but a
-# notebook's cells (nbval) and the client tests stay on one worker, in order: the scheduler
-# in tests/conftest.py, which `--dist loadgroup` picks. TEST_JOBS=0 runs them in this process.
+# Tests run in parallel, one pytest-xdist worker per core. They spread one by one, but the
+# client tests stay on one worker, in order: the scheduler in tests/conftest.py, which
+# `--dist loadgroup` picks. TEST_JOBS=0 runs them in this process. The notebooks are executed
+# once: in the Colab-like kernel (tests/test_clients.py), where their outputs are compared
+# with the committed ones as nbval compares them. `make nbval` runs nbval itself in .venv.
 TEST_JOBS ?= auto
 test: book client-envs lint-envs
-	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup --nbval -p no:cacheprovider $(PYTEST_ARGS) \
-		tests chapters book/intro.ipynb
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup -p no:cacheprovider $(PYTEST_ARGS) tests
 
 # The parts of `make test`, as the workflow's parallel jobs run them.
 NBVAL_PATHS := chapters book/intro.ipynb

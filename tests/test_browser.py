@@ -1,15 +1,16 @@
 """Browser tests: the built site (_build/html) opened in headless Chromium, offline.
 
-Each page is opened once per look (desktop and phone width, light and dark), and every check
-of that look runs on that one opening:
+Each page is opened once per look, and every check of that look runs on that one opening. An
+English page has three looks: desktop light, desktop dark and phone dark; a page of the Chinese
+edition, which has the English page's figures and colours, two: desktop dark and phone light.
+Between them the two editions show every page at both widths in both colour schemes:
 
 * no request leaves 127.0.0.1 (others are refused and recorded), the console has no errors,
   the theme follows the reader's colour scheme;
 * an axe-core audit (npm, read from node_modules): no serious or critical violation
-  (desktop light and phone dark; a page of the Chinese edition, which has the English page's
-  figures, layout and colours, is opened in the two other looks only, desktop dark under
-  the sub-path and phone light, and audited in phone light with every rule but colour
-  contrast);
+  (an English page in desktop light and phone dark; a Chinese page in phone light with every
+  rule but the two that compare colours, colour contrast and links told from text by colour:
+  its colours are the English page's);
 * desktop light: no raw ``$$`` is left untypeset, every slider changes the visible picture,
   every slider's accessible name names its figure and is unique on the page, Chinese text
   is marked ``lang="zh-Hans"``, the theme's full FontAwesome is never loaded and every icon
@@ -22,7 +23,8 @@ of that look runs on that one opening:
   handle is at least 24 x 24 px;
 * desktop and phone: one search control in view (one tab stop);
 * dark: a live figure has one frame, as a static one;
-* phone light (390 CSS px): the page does not scroll sideways, every static figure (each
+* phone (390 CSS px; dark for an English page, light for a Chinese one): the page does not
+  scroll sideways, every static figure (each
   panel of one cut into panels) lies whole in the column with its smallest text at 9 CSS px
   or more as shown, no inline formula is cut (a wide one scrolls in a box a keyboard
   reaches), the sidebar drawer opens with the book's title in view.
@@ -31,13 +33,14 @@ Desktop dark is opened under a sub-path, as GitHub Pages serves a project (the o
 the root), and checks there too that maths is typeset and every slider is live (relative links
 to scripts, styles and widget state all resolve). The 404 page, search and the launch links are checked at
 the root and under the sub-path; a chapter printed (print media, ``page.pdf``) from light and
-dark mode reads dark on white, each live figure as a strip of frames. The phone-light look
-also takes each page's first view, served gzip-compressed as GitHub Pages serves it: at most
+dark mode reads dark on white, each live figure as a strip of frames. The phone look also
+takes each page's first view, served gzip-compressed as GitHub Pages serves it: at most
 1.5 MB sent and a first slider that becomes usable (how soon, on the throttled phone, is a
 budget that `make bench` measures, never a test).
 
 Screenshots go to ``_build/screenshots/``: desktop light at the root (``<page>.png``), the
-other looks in ``desktop-dark/`` (under the sub-path), ``phone-light/``, ``phone-dark/``, the
+other looks in ``desktop-dark/`` (under the sub-path), ``phone-dark/``, ``phone-light/`` (the
+Chinese pages), the
 sidebar in ``sidebar/``. They show the first screen of a page; with
 ``FULL_SCREENSHOTS=1`` the whole page, which costs seconds a
 shot on a long chapter. A page whose checks fail is always shot whole, in ``failed/``.
@@ -92,13 +95,16 @@ LOOKS = {
     "phone-light": (PHONE, "light"),
     "phone-dark": (PHONE, "dark"),
 }
-# Where each page is audited by axe-core: once per colour scheme, at both widths between
-# the two editions (axe's rules read the markup and the colours, which each look's CSS sets).
+# The looks an English page is opened in, and where axe-core audits it: once per colour
+# scheme, at both widths (axe's rules read the markup and the colours, which each look's CSS
+# sets). The phone look also takes the phone checks, the first view and the drawer.
+ENGLISH_LOOKS = ["desktop-light", "desktop-dark", "phone-dark"]
 AUDITED = ["desktop-light", "phone-dark"]
-# A page of the Chinese edition (zh/) has the English page's figures, sliders, layout and
-# colours (the same notebook outputs and CSS), so it is opened in the two other looks: desktop
-# dark under the sub-path (its sliders moved there) and phone light, audited there with every
-# rule but colour contrast (its colours are the English page's, audited in both schemes).
+# A page of the Chinese edition (zh/) has the English page's figures, sliders and colours (the
+# same notebook outputs and CSS), so it is opened in two looks: desktop dark under the sub-path
+# (its sliders moved there) and phone light, its phone look, audited there with every rule but
+# the colour rules (its colours are the English page's, audited in both schemes). Phone light
+# is the one look an English page is not opened in.
 TRANSLATION_LOOKS = ["desktop-dark", "phone-light"]
 TRANSLATION_AUDITED = "phone-light"
 # The look opened under a sub-path (as GitHub Pages serves a project); the others at the root.
@@ -340,7 +346,7 @@ def _page_looks() -> list[tuple[str, str]]:
     return [
         (page, look)
         for page in _pages() or ["index.html"]
-        for look in (TRANSLATION_LOOKS if page.startswith("zh/") else LOOKS)
+        for look in (TRANSLATION_LOOKS if page.startswith("zh/") else ENGLISH_LOOKS)
     ]
 
 
@@ -348,9 +354,10 @@ def _audited(page_path: str, look: str) -> bool:
     return look == TRANSLATION_AUDITED if page_path.startswith("zh/") else look in AUDITED
 
 
-# The look that also takes a page's first view (FIRST_VIEW_LOOK): served gzip-compressed, as
-# GitHub Pages serves it, by benchmarks/site.py's server, and its bytes counted as sent.
-FIRST_VIEW_LOOK = "phone-light"
+def _phone_look(page_path: str) -> str:
+    """The page's one phone look, which also takes its first view: served gzip-compressed, as
+    GitHub Pages serves it, by benchmarks/site.py's server, and its bytes counted as sent."""
+    return "phone-light" if page_path.startswith("zh/") else "phone-dark"
 
 
 @pytest.fixture(scope="module")
@@ -366,14 +373,14 @@ def pages_server():
 
 @pytest.mark.parametrize(("page_path", "look"), _page_looks())
 def test_page_in_each_look(browser, root_server, sub_path_server, pages_server, page_path, look):
-    """Every page at desktop and phone width, light and dark, opened once for all the checks
-    of that look (see the module's docstring); every problem found is reported together.
-    Desktop dark is served under a sub-path, as GitHub Pages serves a project; phone light
-    compressed, as GitHub Pages serves text, for the first view's weight."""
+    """Every page in each of its looks, opened once for all the checks of that look (see the
+    module's docstring); every problem found is reported together. Desktop dark is served
+    under a sub-path, as GitHub Pages serves a project; the phone look compressed, as GitHub
+    Pages serves text, for the first view's weight."""
     if _audited(page_path, look) and not AXE.is_file():
         _unavailable(f"{AXE} not found: run `npm ci` (make book)")
-    first_view = look == FIRST_VIEW_LOOK
-    base = {SUB_PATH_LOOK: sub_path_server, FIRST_VIEW_LOOK: pages_server}.get(look, root_server)
+    phone = first_view = look == _phone_look(page_path)
+    base = pages_server if first_view else sub_path_server if look == SUB_PATH_LOOK else root_server
     opened = _open(
         browser,
         f"{base}/{page_path}",
@@ -386,7 +393,7 @@ def test_page_in_each_look(browser, root_server, sub_path_server, pages_server, 
     try:
         if look == "desktop-light":
             page.screenshot(path=str(_shot("", page_path)), full_page=FULL_PAGE)
-        elif look == "phone-light":  # one pixel per CSS pixel
+        elif phone:  # one pixel per CSS pixel
             page.screenshot(path=str(_shot(look, page_path)), full_page=FULL_PAGE, scale="css")
         else:
             page.screenshot(path=str(_shot(look, page_path)), full_page=FULL_PAGE)
@@ -411,7 +418,7 @@ def test_page_in_each_look(browser, root_server, sub_path_server, pages_server, 
                     )
         if look in ("desktop-light", "desktop-dark"):  # before the sliders are moved
             problems += _slider_look_checks(page)
-        if page_path != "404.html" and look in ("desktop-light", "phone-light"):
+        if page_path != "404.html" and (look == "desktop-light" or phone):
             problems += _search_control_checks(page)
         if look == "desktop-light":
             problems += _figure_text_checks(page)  # before the sliders move
@@ -422,7 +429,7 @@ def test_page_in_each_look(browser, root_server, sub_path_server, pages_server, 
             problems += _slider_checks(page, page_path)
         if first_view:  # before the phone checks scroll the page and open the drawer
             problems += _first_view_checks(opened, page_path)
-        if look == "phone-light" and page_path != "404.html":
+        if phone and page_path != "404.html":
             problems += _phone_checks(page, page_path)
         if _audited(page_path, look):
             page.add_script_tag(path=str(AXE))
@@ -431,9 +438,8 @@ def test_page_in_each_look(browser, root_server, sub_path_server, pages_server, 
                 for v in page.evaluate(AXE_RUN, page_path.startswith("zh/"))
             ]
         # Last, as it opens the drawer on a phone: the sidebar shows the book's title.
-        if page_path.removeprefix("zh/").startswith("chapters/") and look in (
-            "desktop-light",
-            "phone-light",
+        if page_path.removeprefix("zh/").startswith("chapters/") and (
+            look == "desktop-light" or phone
         ):
             problems += _sidebar_checks(page, page_path, look)
         if problems:
@@ -917,9 +923,13 @@ FRAME_BOXES_JS = """() => [...document.querySelectorAll('.widget-subarea img')]
 
 AXE_RUN = """async (translation) => {
   // target-size (WCAG 2.5.8, 24 x 24 px) is off by default in axe-core: on here. A page of
-  // the Chinese edition skips colour contrast (its colours are the English page's).
+  // the Chinese edition skips the rules that compare colours (its colours are the English
+  // page's): colour contrast, and links told from the text around them by colour.
   const rules = {'target-size': {enabled: true}};
-  if (translation) rules['color-contrast'] = {enabled: false};
+  if (translation) {
+    rules['color-contrast'] = {enabled: false};
+    rules['link-in-text-block'] = {enabled: false};
+  }
   const result = await axe.run(document, {resultTypes: ['violations'], rules});
   return result.violations
     .filter(v => v.impact === 'serious' || v.impact === 'critical')
@@ -1171,7 +1181,7 @@ def _site_benchmark():
 
 
 def _first_view_checks(opened: Opened, page_path: str) -> list[str]:
-    """The page's first view, taken in the phone-light look (served gzip-compressed): at most
+    """The page's first view, taken in its phone look (served gzip-compressed): at most
     1.5 MB sent (exact: bytes, not time; everything the page loaded by the end of its
     opening, when the widgets are rendered and the maths typeset), and on a page with live
     figures the first slider becomes usable (handle in the page, its picture decoded). How

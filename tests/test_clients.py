@@ -7,7 +7,11 @@ helpers from the repository, and every live figure must work with ipywidgets 7. 
 ``HELPERS_SOURCE`` points the bootstrap cell at a copy of this checkout, and:
 
 * pip's resolver, asked in a dry run, would install the helpers and nothing else;
-* every chapter and the landing page run top to bottom with nbclient in that kernel;
+* every chapter and the landing page run top to bottom with nbclient in that kernel, and
+  their outputs are compared with the committed ones as nbval compares them (its own
+  comparison, skipped keys and ``nbval-ignore-output`` tags): `make test` executes the
+  notebooks once, here, so this is its nbval pass, under Colab's versions; `make nbval`
+  (the workflow's notebooks job) runs nbval itself in the book's venv;
 * pip replaced none of the preinstalled packages, and the bootstrap cell said in one line
   what it installed and how long it took.
 """
@@ -23,6 +27,7 @@ import nbformat
 import pytest
 from clients.common import ROOT, checkout_copy, colab_venv_lock, require_colab_venv
 from nbclient import NotebookClient
+from nbval.plugin import IPyNbCell, coalesce_streams, find_comment_markers, find_metadata_tags
 
 pytestmark = pytest.mark.slow
 
@@ -96,8 +101,71 @@ def test_resolver_keeps_every_preinstalled_package(colab, tmp_path):
     assert list(installs) == [OWN], f"pip would also install or replace: {installs}"
 
 
+class _NbvalComparison:
+    """nbval's comparison of one cell's outputs (``IPyNbCell.compare_outputs``), borrowed
+    outside its collector: the keys it skips by default (the widget views' random model ids,
+    images: it compares text), its stream coalescing and its failure report."""
+
+    compare_outputs = IPyNbCell.compare_outputs
+    format_output_compare = IPyNbCell.format_output_compare
+    sanitize = IPyNbCell.sanitize
+    SKIP = (
+        "metadata",
+        "traceback",
+        "prompt_number",
+        "output_type",
+        "name",
+        "execution_count",
+        "application/vnd.jupyter.widget-view+json",
+        "image/png",
+        "image/jpeg",
+    )
+
+    def __init__(self, request):
+        from nbval.plugin import nocolors
+
+        self.config, self.ihook, self.colors = request.config, request.node.ihook, nocolors
+        self.parent = type("File", (), {"skip_compare": self.SKIP, "sanitize_patterns": {}})
+
+    def differences(self, executed, committed) -> list[str]:
+        """One message per code cell whose outputs differ, as nbval reports it."""
+        found = []
+        code = [(a, b) for a, b in zip(executed.cells, committed.cells) if b.cell_type == "code"]
+        for number, (ran, ref) in enumerate(code):
+            options = {
+                **dict(find_metadata_tags(ref.metadata)),
+                **dict(find_comment_markers(ref.source)),
+            }
+            if options.get("check") is False or options.get("skip") or ref.execution_count is None:
+                continue
+            outputs = coalesce_streams([nbformat.from_dict(o) for o in ran.outputs])
+            if number == 0:  # the bootstrap cell's one line when it installs (checked below)
+                outputs = _without_installed_line(outputs)
+            if not self.compare_outputs(outputs, coalesce_streams(ref.outputs)):
+                found.append(
+                    f"Cell {number}: outputs differ\n" + "\n".join(self.comparison_traceback)
+                )
+        return found
+
+
+def _without_installed_line(outputs):
+    kept = []
+    for output in outputs:
+        if output.output_type == "stream":
+            text = "".join(
+                line
+                for line in output.text.splitlines(True)
+                if not INSTALLED_LINE.match(line.rstrip("\n"))
+            )
+            if not text:
+                continue
+            output = nbformat.from_dict({**output, "text": text})
+        kept.append(output)
+    return kept
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_in_a_colab_like_kernel(colab, path, monkeypatch):
+def test_notebook_runs_in_a_colab_like_kernel(colab, path, monkeypatch, request):
     monkeypatch.setenv("JUPYTER_PATH", colab["jupyter_path"])
     monkeypatch.setenv("HELPERS_SOURCE", str(colab["source"]))
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
@@ -111,6 +179,8 @@ def test_notebook_runs_in_a_colab_like_kernel(colab, path, monkeypatch):
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()  # raises CellExecutionError, naming the cell, on any error
+    differences = _NbvalComparison(request).differences(nb, nbformat.read(path, as_version=4))
+    assert not differences, f"{path.relative_to(ROOT)}:\n" + "\n".join(differences)
 
     printed = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.output_type == "stream")
     colab["bootstrap_lines"] += [line for line in printed.splitlines() if line]

@@ -1,7 +1,7 @@
 """Notebook hygiene: every chapter is committed executed, in order, with widget state.
 
-nbval (``make test`` runs ``pytest --nbval``) re-executes the chapters and compares their
-outputs; these tests check what nbval cannot: the saved state the static book renders
+nbval (``make nbval``; ``make test`` compares the outputs as nbval does, in the Colab-like
+kernel of tests/test_clients.py) re-executes the chapters and compares their outputs; these tests check what nbval cannot: the saved state the static book renders
 from, the bootstrap cell, and the chapter's shape (summary, exercises, hidden solutions).
 """
 
