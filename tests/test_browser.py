@@ -379,14 +379,14 @@ def test_page_in_each_look(browser, root_server, sub_path_server, pages_server, 
     Pages serves text, for the first view's weight."""
     if _audited(page_path, look) and not AXE.is_file():
         _unavailable(f"{AXE} not found: run `npm ci` (make book)")
-    phone = first_view = look == _phone_look(page_path)
-    base = pages_server if first_view else sub_path_server if look == SUB_PATH_LOOK else root_server
+    phone = look == _phone_look(page_path)  # the look that also takes the first view
+    base = pages_server if phone else sub_path_server if look == SUB_PATH_LOOK else root_server
     opened = _open(
         browser,
         f"{base}/{page_path}",
         look,
-        init_script=_site_benchmark().FIRST_SLIDER_JS if first_view else "",
-        wire=first_view,
+        init_script=_site_benchmark().FIRST_SLIDER_JS if phone else "",
+        wire=phone,
     )
     page, scheme = opened.page, LOOKS[look][1]
     problems: list[str] = []
@@ -427,7 +427,7 @@ def test_page_in_each_look(browser, root_server, sub_path_server, pages_server, 
             if "$$" in page.locator("article, main, body").first.inner_text():
                 problems.append("raw $$ left in the page under a sub-path: maths was not typeset")
             problems += _slider_checks(page, page_path)
-        if first_view:  # before the phone checks scroll the page and open the drawer
+        if phone:  # before the phone checks scroll the page and open the drawer
             problems += _first_view_checks(opened, page_path)
         if phone and page_path != "404.html":
             problems += _phone_checks(page, page_path)
