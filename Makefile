@@ -121,15 +121,18 @@ catalogs: $(VENV)/.installed book/vendor/.stamp
 
 # Tests run in parallel, one pytest-xdist worker per core. They spread one by one, but the
 # client tests stay on one worker, in order: the scheduler in tests/conftest.py, which
-# `--dist loadgroup` picks. TEST_JOBS=0 runs them in this process. The notebooks are executed
-# once: in the Colab-like kernel (tests/test_clients.py), where their outputs are compared
-# with the committed ones as nbval compares them. `make nbval` runs nbval itself in .venv.
+# `--dist loadgroup` picks. TEST_JOBS=0 runs them in this process. The English notebooks are
+# executed once: in the Colab-like kernel (tests/test_clients.py), where their outputs are
+# compared with the committed ones as nbval compares them; the Chinese notebooks (figures in
+# Chinese) by nbval in .venv. `make nbval` runs nbval itself on both in .venv.
 TEST_JOBS ?= auto
+ZH_NOTEBOOKS := locales/zh_CN/notebooks
 test: book client-envs lint-envs
-	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup -p no:cacheprovider $(PYTEST_ARGS) tests
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup -p no:cacheprovider $(PYTEST_ARGS) \
+		--nbval tests $(ZH_NOTEBOOKS)
 
 # The parts of `make test`, as the workflow's parallel jobs run them.
-NBVAL_PATHS := chapters book/intro.ipynb
+NBVAL_PATHS := chapters book/intro.ipynb $(ZH_NOTEBOOKS)
 REDUCED_CPU := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41
 nbval: $(VENV)/.installed
 	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --nbval -p no:cacheprovider $(PYTEST_ARGS) \

@@ -54,7 +54,13 @@ def pytest_collection_modifyitems(items):
 COLAB_VENV_TESTS = ("tests/test_clients.py::", "tests/test_client_frontends.py::test_notebook6")
 SERIAL_FILES = {"test_bootstrap_cell.py"}
 # The longest groups go first, so that the run does not end waiting on one of them.
-FIRST = ("tests/test_clients.py", "tests/test_client_frontends.py", "chapters/", "book/")
+FIRST = (
+    "tests/test_clients.py",
+    "tests/test_client_frontends.py",
+    "chapters/",
+    "book/",
+    "locales/",
+)
 
 
 def _scope(nodeid: str) -> str:

@@ -229,7 +229,7 @@ class Opened:
     errors: list  # console errors, uncaught exceptions, HTTP statuses >= 400
     requested: list  # every URL the page requested
     wire: dict = dataclasses.field(default_factory=dict)  # request id -> [url, bytes sent]
-    pending: dict = dataclasses.field(default_factory=dict)  # with wire: request id -> url, unfinished
+    pending: dict = dataclasses.field(default_factory=dict)  # wire: unfinished, id -> url
 
 
 REFRESH = re.compile(r'<meta http-equiv="refresh" content="\d+; url=([^"]+)"', re.IGNORECASE)

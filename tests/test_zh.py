@@ -12,9 +12,10 @@
 * In Chromium, offline, at the root and under a sub-path: the switch opens the same page both
   ways; searching 多头注意力 finds the glossary; no request leaves 127.0.0.1 on a Chinese page.
 * The Chinese notebooks (locales/zh_CN/notebooks, for Colab and download) are what
-  book/tools/zh_notebooks.py writes from today's catalogs: the English code cells, no English
-  text left where the catalog translates it; the Chinese pages' Colab and download buttons
-  lead to them, and an exercise's "Solution" reads 参考答案.
+  book/tools/zh_notebooks.py writes from today's catalogs: a first cell that puts the figures
+  in Chinese, then the English code cells, executed since the code last changed, and no
+  English text left where the catalog translates it; the Chinese pages' Colab and download
+  buttons lead to them, and an exercise's "Solution" reads 参考答案.
 """
 
 from __future__ import annotations
@@ -226,6 +227,8 @@ def test_the_built_chinese_edition_is_not_behind_the_english():
     assert sorted(status) == sorted(_zh_pages())
     behind = {p: c for p, c in status.items() if c["fuzzy"] or c["untranslated"]}
     assert not behind, f"pages behind the English (make catalogs, then translate): {behind}"
+    english = [p for p, c in status.items() if c["figures_behind"]]
+    assert not english, f"pages whose figures are in English (run make execute): {english}"
 
 
 def test_a_changed_or_new_paragraph_counts_and_shows_the_note(tmp_path):
@@ -502,10 +505,21 @@ def test_a_chinese_notebook_runs_the_english_code_and_reads_chinese(page):
     english = json.loads((ROOT / f"{page}.ipynb").read_text(encoding="utf-8"))
     path = zh_notebooks.NOTEBOOKS / f"{page}.ipynb"
     chinese = json.loads(path.read_text(encoding="utf-8"))
-    assert [c["cell_type"] for c in chinese["cells"]] == [c["cell_type"] for c in english["cells"]]
-    for en, cn in zip(english["cells"], chinese["cells"]):
+    language = [i for i, c in enumerate(chinese["cells"]) if c.get("id") == "figure-language"]
+    first_code = next(i for i, c in enumerate(english["cells"]) if c["cell_type"] == "code")
+    assert language == [first_code], "the figures' language is set before the bootstrap cell"
+    assert chinese["cells"][first_code]["source"] == zh_notebooks.LANGUAGE_CELL["source"]
+    cells = chinese["cells"][:first_code] + chinese["cells"][first_code + 1 :]
+    assert [c["cell_type"] for c in cells] == [c["cell_type"] for c in english["cells"]]
+    for en, cn in zip(english["cells"], cells):
         if en["cell_type"] == "code":  # the bootstrap cell included: the same code
-            assert cn["source"] == en["source"] and cn["outputs"] == [], cn.get("id")
+            assert cn["source"] == en["source"], cn.get("id")
+    # Executed, top to bottom, since its code last changed: its outputs are the Chinese
+    # edition's (figures in Chinese), which the nbval run of `make test` re-creates.
+    counts = [c["execution_count"] for c in chinese["cells"] if c["cell_type"] == "code"]
+    assert counts == list(range(1, len(counts) + 1)), (
+        f"{path.relative_to(ROOT)} is not executed since its code changed: run make execute"
+    )
     catalog = zh_notebooks.read_catalog(page)
     tool = zh_notebooks._links_tool()
     left = []

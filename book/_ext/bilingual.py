@@ -24,6 +24,13 @@ Both editions load it; ``language`` (zh_CN in the Chinese edition's config, writ
    (``locales/zh_CN/notebooks``, written by ``book/tools/zh_notebooks.py``; its Colab buttons
    open them from the repository, through ``path_to_book`` in its config), and the labels of
    raw HTML that gettext cannot reach (``<summary>Solution</summary>``) are given in Chinese.
+5. Figures in Chinese. A Chinese notebook is executed with its figures' text and slider labels
+   in Chinese (book/tools/execute.py; src/helpers/figures/language.py). When a page is read,
+   the Chinese edition takes its code cells' outputs and its widget state (the live figures'
+   frames) from that notebook; the Markdown stays the English source, which the catalogs
+   translate. Where the Chinese notebook's code is not the English code (the English changed
+   and ``make execute`` has not run since), the page keeps the English outputs, and the
+   translation status counts it (``figures_behind``).
 """
 
 from __future__ import annotations
@@ -319,6 +326,49 @@ def _chinese_notebooks(app: Sphinx, exception) -> None:
             shutil.copyfile(path, target)
 
 
+def code_sources(nb: dict) -> list[str]:
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def with_chinese_outputs(english: dict, chinese: dict) -> dict | None:
+    """``english`` (a notebook) with the outputs of ``chinese``, its executed Chinese twin,
+    whose code is the same but for a first cell of its own (``LANGUAGE_CELL``); None when
+    the code differs or the twin was not executed."""
+    language_cell = "".join(_notebooks_tool().LANGUAGE_CELL["source"])
+    twin = [c for c in chinese["cells"] if c["cell_type"] == "code"]
+    if not twin or "".join(twin[0]["source"]) != language_cell:
+        return None
+    twin = twin[1:]
+    if [("".join(c["source"])) for c in twin] != code_sources(english):
+        return None
+    if any(c["execution_count"] is None for c in twin):
+        return None
+    code = iter(twin)
+    for cell in english["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"] = next(code)["outputs"]
+    english["metadata"].pop("widgets", None)
+    if "widgets" in chinese["metadata"]:
+        english["metadata"]["widgets"] = chinese["metadata"]["widgets"]
+    return english
+
+
+def _source_read(app: Sphinx, docname: str, source: list[str]) -> None:
+    """In the Chinese edition, a notebook page's outputs from its executed Chinese twin."""
+    if not is_chinese(app):
+        return
+    twin = _notebooks_tool().NOTEBOOKS / f"{docname}.ipynb"
+    if not twin.is_file() or not app.env.doc2path(docname).endswith(".ipynb"):
+        return
+    app.env.note_dependency(str(twin))
+    chinese = json.loads(twin.read_text(encoding="utf-8"))
+    merged = with_chinese_outputs(json.loads(source[0]), chinese)
+    if merged is None:
+        app.env.bilingual_figures_behind.add(docname)
+    else:
+        source[0] = json.dumps(merged, ensure_ascii=False)
+
+
 def catalog_status(messages: list[str], po_path: Path) -> dict[str, int]:
     """How many of a page's messages its catalog translates, has fuzzy, or lacks."""
     from babel.messages.pofile import read_po
@@ -344,16 +394,22 @@ def _env_before_read(app: Sphinx, env, docnames) -> None:
     if not hasattr(env, "bilingual_messages"):
         env.bilingual_messages = {}
     env.bilingual_status = {}
+    if not hasattr(env, "bilingual_figures_behind"):
+        env.bilingual_figures_behind = set()
+    env.bilingual_figures_behind -= set(docnames)
 
 
 def _env_purge(app: Sphinx, env, docname: str) -> None:
     getattr(env, "bilingual_messages", {}).pop(docname, None)
+    getattr(env, "bilingual_figures_behind", set()).discard(docname)
 
 
 def _env_merge(app: Sphinx, env, docnames, other) -> None:
     for docname in docnames:
         if docname in getattr(other, "bilingual_messages", {}):
             env.bilingual_messages[docname] = other.bilingual_messages[docname]
+        if docname in getattr(other, "bilingual_figures_behind", set()):
+            env.bilingual_figures_behind.add(docname)
 
 
 def _env_updated(app: Sphinx, env) -> list[str]:
@@ -361,7 +417,10 @@ def _env_updated(app: Sphinx, env) -> list[str]:
         return []
     folder = Path(app.srcdir) / app.config.locale_dirs[0] / app.config.language / "LC_MESSAGES"
     env.bilingual_status = {
-        docname: catalog_status(env.bilingual_messages.get(docname, []), folder / f"{docname}.po")
+        docname: {
+            **catalog_status(env.bilingual_messages.get(docname, []), folder / f"{docname}.po"),
+            "figures_behind": int(docname in env.bilingual_figures_behind),
+        }
         for docname in sorted(env.found_docs)
     }
     return []
@@ -381,6 +440,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-purge-doc", _env_purge)
     app.connect("env-merge-info", _env_merge)
     app.connect("env-updated", _env_updated)
+    app.connect("source-read", _source_read)
     app.connect("html-page-context", _page_context)
     app.connect("html-page-context", _chinese_buttons, priority=900)  # after the theme's
     app.connect("build-finished", _write_status)

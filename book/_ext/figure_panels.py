@@ -39,7 +39,12 @@ def recorded(srcdir: str) -> dict[str, dict]:
     """Every static figure's record, by the SHA-256 of its PNG: {"px", "panels", "png"}."""
     root = Path(srcdir)
     found = {}
-    for path in [*sorted((root / "chapters").glob("*.ipynb")), root / "book" / "intro.ipynb"]:
+    chinese = sorted((root / "locales" / "zh_CN" / "notebooks").rglob("*.ipynb"))  # 中文版
+    for path in [
+        *sorted((root / "chapters").glob("*.ipynb")),
+        root / "book" / "intro.ipynb",
+        *chinese,
+    ]:
         if not path.is_file():
             continue
         for cell in json.loads(path.read_text(encoding="utf-8")).get("cells", []):

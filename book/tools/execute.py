@@ -5,6 +5,12 @@ widgets in the book. Run ``make execute`` (this script) before committing a chap
 
     .venv/bin/python book/tools/execute.py [chapters/NN_name.ipynb ...]   # default: every chapter + intro
 
+An English notebook's Chinese twin (locales/zh_CN/notebooks, book/tools/zh_notebooks.py) is
+written afresh and executed after it, its figures in Chinese (its first cell sets
+``BOOK_LANG=zh_CN``; src/helpers/figures/language.py). A figure text the Chinese catalog lacks
+stops the run with the text named, and that notebook is not written. Notebooks run side by side,
+one per core.
+
 A re-execution that changes nothing rewrites nothing, so a commit's diff holds only the change:
 
 - widget model ids are derived from the id of the cell that created the widget and the
@@ -129,6 +135,11 @@ def execute(path: Path) -> float:
         seen.update(new)
         created.append((cell.get("id") or str(cell_index), cell, new))
 
+    # The figures' language: English unless the notebook itself says otherwise (a Chinese
+    # notebook's first cell sets BOOK_LANG); a text its catalog lacks is logged here.
+    os.environ.pop("BOOK_LANG", None)
+    untranslated_log = os.path.join(sockets.name, "untranslated.txt")
+    os.environ["BOOK_UNTRANSLATED_LOG"] = untranslated_log
     client = NotebookClient(
         nb,
         config=config,
@@ -145,6 +156,12 @@ def execute(path: Path) -> float:
         client.execute()
         elapsed = time.perf_counter() - start
         text_px = read_text_sizes(record)
+        untranslated = read_untranslated(untranslated_log)
+    if untranslated:
+        raise SystemExit(
+            f"error: {path.name} draws figure text that src/helpers/figures/zh_CN.po does not "
+            f"translate (notebook not written): {untranslated}"
+        )
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = join_streams(cell.outputs)
@@ -159,6 +176,14 @@ def execute(path: Path) -> float:
     if after != before:
         path.write_text(after, encoding="utf-8")
     return elapsed
+
+
+def read_untranslated(log: str) -> list[str]:
+    """The figure texts the kernel found no translation for (helpers.figures.language)."""
+    if not os.path.exists(log):
+        return []
+    with open(log, encoding="utf-8") as f:
+        return sorted({json.loads(line) for line in f})
 
 
 def read_text_sizes(record: str) -> dict[str, dict]:
@@ -286,8 +311,31 @@ def keep_unchanged_pngs(new: str, old: str) -> str:
     return PNG_BASE64.sub(lambda match: keep.get(match.group(), match.group()), new)
 
 
+def _zh_notebooks():
+    """book/tools/zh_notebooks.py, which writes the Chinese notebooks from the catalogs."""
+    sys.path.insert(0, str(ROOT / "book" / "tools"))
+    import zh_notebooks
+
+    return zh_notebooks
+
+
+def chinese_twins(paths: list[Path]) -> list[Path]:
+    """The Chinese notebooks of ``paths`` (locales/zh_CN/notebooks), written afresh from
+    today's English notebooks and catalogs; their code is the English code, so their outputs
+    are those of the last execution only where the code is unchanged."""
+    tool = _zh_notebooks()
+    tool.write_all()
+    twins = [tool.NOTEBOOKS / p.resolve().relative_to(ROOT) for p in paths]
+    return [twin for twin in twins if twin.is_file()]
+
+
 def main(argv: list[str]) -> int:
-    paths = [Path(p) for p in argv] or [
+    """Execute ``argv``'s notebooks (default: every chapter and the introduction) and, for an
+    English notebook, its Chinese twin afterwards, with the figures in Chinese; as many at
+    once as the machine has cores."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    paths = [Path(p).resolve() for p in argv] or [
         *sorted((ROOT / "chapters").glob("*.ipynb")),
         ROOT / "book" / "intro.ipynb",
     ]
@@ -295,10 +343,24 @@ def main(argv: list[str]) -> int:
     if missing:
         print(f"error: no such notebook: {', '.join(missing)}")
         return 2
-    for path in paths:
-        seconds = execute(path.resolve())
-        print(f"executed {path.name} in {seconds:.1f} s")
-    return 0
+    english = [p for p in paths if not p.is_relative_to(_zh_notebooks().NOTEBOOKS)]
+    failed = []
+
+    def run(pool, notebooks):
+        futures = [(path, pool.submit(execute, path)) for path in notebooks]
+        for path, future in futures:
+            try:
+                print(f"executed {path.relative_to(ROOT)} in {future.result():.1f} s", flush=True)
+            except (Exception, SystemExit) as error:  # the others still run; all are reported
+                failed.append(path)
+                print(f"{path.relative_to(ROOT)}: {error}", flush=True)
+
+    with ProcessPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 1)) as pool:
+        run(pool, english)
+        chinese = [p for p in paths if p not in english]
+        chinese += [t for t in chinese_twins(english) if t not in chinese]
+        run(pool, chinese)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -230,13 +230,20 @@ def main(argv: list[str]) -> int:
         status = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
         behind = 0
         print("Chinese edition (zh/), messages per page:")
+        figures = [page for page, counts in status.items() if counts.get("figures_behind")]
         for page, counts in status.items():
             late = counts["fuzzy"] + counts["untranslated"]
             behind += late > 0
             mark = "  <- behind the English" if late else ""
+            mark += "  <- figures in English" if page in figures else ""
             print(f"  {page}: {format_counts(counts)}{mark}")
         if behind:
             print(f"  {behind} page(s) behind the English: run `make catalogs` and translate")
+        if figures:
+            print(
+                f"  {len(figures)} page(s) with English figures: their Chinese notebook's "
+                "code is not the English code; run `make execute`"
+            )
         return 0
     print(__doc__, file=sys.stderr)
     return 2

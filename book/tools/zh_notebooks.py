@@ -8,8 +8,12 @@ is built from (book/_ext/plain_links.py), each paragraph, heading, list item and
 replaced by its catalog entry, and the roles are written back as plain links, pointing at the
 same files as the English notebook's (a Chinese notebook's links to other translated
 notebooks stay within ``locales/zh_CN/notebooks``). The code cells are the English ones,
-unchanged, with their outputs cleared: a reader runs the notebook (the bootstrap cell works
-the same in Colab), and the committed files stay small.
+unchanged (the bootstrap cell works the same in Colab), after one of its own,
+``LANGUAGE_CELL``, which sets ``BOOK_LANG=zh_CN``: from then on the figures' text and slider
+labels are Chinese (src/helpers/figures/language.py). The notebook is committed executed, as
+the English ones are: ``make execute`` executes it after the English notebook, and the
+Chinese edition's pages show its outputs (book/_ext/bilingual.py). Written again, it keeps the
+outputs of the committed file while its code is the same, and has none once the code changed.
 
 The Chinese pages' Colab buttons open these files from the repository, and their download
 buttons serve them (book/_ext/bilingual.py copies them over the English ones in the Chinese
@@ -34,6 +38,21 @@ CATALOGS = ROOT / "locales" / LANGUAGE / "LC_MESSAGES"
 NOTEBOOKS = ROOT / "locales" / LANGUAGE / "notebooks"
 #: The HTML labels gettext cannot reach (raw HTML blocks): the Chinese edition's words for them.
 HTML_LABELS = {"<summary>Solution</summary>": "<summary>参考答案</summary>"}
+#: The Chinese notebook's first code cell: the figures' text in Chinese from then on
+#: (src/helpers/figures/language.py reads the variable when the helpers are imported).
+LANGUAGE_CELL = {
+    "cell_type": "code",
+    "execution_count": None,
+    "id": "figure-language",
+    "metadata": {},
+    "outputs": [],
+    "source": [
+        "# 图中文字与滑块标签用中文（helpers.figures.language；需要中文字体，如 Debian 的 fonts-noto-cjk）\n",
+        "import os\n",
+        "\n",
+        'os.environ["BOOK_LANG"] = "zh_CN"',
+    ],
+}
 MARKDOWN_LINK = re.compile(r"(?<!\\)(\]\()([^()\s]+)(\))")
 
 
@@ -166,14 +185,34 @@ def chinese_notebook(page: str, translated: set[str]) -> tuple[str, list[str]]:
             used.update(asked)
             links = _relink(tool.to_links(chinese, docdir), docdir, zh_docdir, translated)
             cell["source"] = links.splitlines(keepends=True)
-        elif cell["cell_type"] == "code":
-            cell["outputs"] = []
-            cell["execution_count"] = None
-    nb["metadata"].pop("widgets", None)
+    first_code = next(i for i, cell in enumerate(nb["cells"]) if cell["cell_type"] == "code")
+    nb["cells"].insert(first_code, copy.deepcopy(LANGUAGE_CELL))
+    _keep_outputs(nb, NOTEBOOKS / f"{page}.ipynb")
     nb["metadata"]["language_info"] = copy.deepcopy(nb["metadata"].get("language_info", {}))
     nb["metadata"]["book"] = {"language": "zh-Hans", "source": f"{page}.ipynb"}
     unused = [m.id for m in catalog if m.id and m.id not in used]
     return tool.dump(nb), unused
+
+
+def _code(nb: dict) -> list[str]:
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _keep_outputs(nb: dict, previous: Path) -> None:
+    """Give ``nb``'s code cells the outputs (and the notebook its widget state) of the
+    committed Chinese notebook ``previous``, executed by book/tools/execute.py with its
+    figures in Chinese, when its code is the same; else none: it must be executed again."""
+    old = json.loads(previous.read_text(encoding="utf-8")) if previous.is_file() else None
+    same = old is not None and _code(old) == _code(nb)
+    executed = iter(c for c in old["cells"] if c["cell_type"] == "code") if same else None
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            source = next(executed) if same else {"outputs": [], "execution_count": None}
+            cell["outputs"] = source["outputs"]
+            cell["execution_count"] = source["execution_count"]
+    nb["metadata"].pop("widgets", None)
+    if same and "widgets" in old["metadata"]:
+        nb["metadata"]["widgets"] = old["metadata"]["widgets"]
 
 
 def translated_notebooks() -> list[str]:

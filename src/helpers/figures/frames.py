@@ -22,6 +22,7 @@ from PIL import Image
 
 from helpers.checks import check_real
 from helpers.figures.fonts import drawn_font_sizes
+from helpers.figures.language import phrase
 
 __all__ = [
     "DEFAULT_DPI",
@@ -135,10 +136,14 @@ def figure_words(fig) -> str:
             t for t in (ax.get_title("left"), ax.get_title(), ax.get_title("right")) if t
         )
         xlabel, ylabel = ax.get_xlabel(), ax.get_ylabel()
-        axes = f"{ylabel} against {xlabel}" if xlabel and ylabel else (xlabel or ylabel)
-        text = " ".join(w for w in (title or "a plot", f"({axes})" if axes else "") if w)
+        axes = phrase("{} against {}", ylabel, xlabel) if xlabel and ylabel else xlabel or ylabel
+        text = (
+            phrase("{} ({})", title or phrase("a plot"), axes)
+            if axes
+            else title or phrase("a plot")
+        )
         parts.append(text.replace("$", "").replace("\\", ""))
-    return "; ".join(parts) or "a figure"
+    return phrase("; ").join(parts) or phrase("a figure")
 
 
 def panel_columns(fig) -> list[float]:

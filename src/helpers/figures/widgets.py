@@ -44,6 +44,7 @@ from helpers.figures.frames import (
     png_data_url,
     split_png,
 )
+from helpers.figures.language import phrase, translate
 from helpers.figures.plotting import heatmap, to_numpy
 
 __all__ = [
@@ -107,7 +108,7 @@ def _format_options(values: Sequence, fmt: str | Callable) -> list[tuple[str, in
     if len(values) == 0:
         raise ValueError("values must hold at least one parameter value, got an empty sequence")
     label = fmt if callable(fmt) else fmt.format
-    labels = [label(v) for v in values]
+    labels = [translate(label(v)) for v in values]
     if len(set(labels)) != len(labels):
         raise ValueError(f"fmt gives two values the same label: {labels}; use more digits")
     return [(text, i) for i, text in enumerate(labels)]
@@ -205,12 +206,13 @@ def slider_figure(
     Returns:
         A :class:`LiveFigure` (a ``VBox``) holding the slider and a ``Stack`` of images.
     """
+    description = translate(description)
     slider = _slider(values, description, fmt, initial)
     labels = [text for text, _ in _format_options(values, fmt)]
     frames, alts, text_px, columns = [], [], [], []
     for value, label in zip(values, labels):
         fig = render(value)
-        alts.append(f"{figure_words(fig)}, at {description} = {label}")
+        alts.append(phrase("{}, at {} = {}", figure_words(fig), description, label))
         png, px, cuts = _render(fig, dpi, pixel_ratio)
         frames.append(png), text_px.append(px), columns.append(cuts)
     if KERNEL_FREE:
@@ -258,6 +260,7 @@ def slider_figure_2d(
     per inner Stack), so any (a, b) pair shows its own frame without a kernel. On
     ipywidgets 7 the kernel shows frame ``[a][b]`` in one Image when either slider moves.
     """
+    descriptions = tuple(map(translate, descriptions))
     slider_a = _slider(values_a, descriptions[0], fmts[0], initial[0])
     slider_b = _slider(values_b, descriptions[1], fmts[1], initial[1])
     labels_a = [text for text, _ in _format_options(values_a, fmts[0])]
@@ -268,8 +271,14 @@ def slider_figure_2d(
         for b, label_b in zip(values_b, labels_b):
             fig = render(a, b)
             alts[-1].append(
-                f"{figure_words(fig)}, at {descriptions[0]} = {label_a} and "
-                f"{descriptions[1]} = {label_b}"
+                phrase(
+                    "{}, at {} = {} and {} = {}",
+                    figure_words(fig),
+                    descriptions[0],
+                    label_a,
+                    descriptions[1],
+                    label_b,
+                )
             )
             png, px, cuts = _render(fig, dpi, pixel_ratio)
             frames[-1].append(png), text_px[-1].append(px), columns[-1].append(cuts)
