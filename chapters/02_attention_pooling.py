@@ -386,7 +386,7 @@ print(f"test MSE: average pooling {average_mse:.3f}, "
       f"Nadaraya-Watson (w = 1) {mse(pred_nw, y_true):.3f}")
 
 fig, (ax_fit, ax_map) = plt.subplots(1, 2, figsize=(9.5, 3.6))
-plot_fit(ax_fit, pred_fine_1, "Nadaraya-Watson, $\\sigma = 1$")
+plot_fit(ax_fit, pred_fine_1, "Nadaraya–Watson, $\\sigma = 1$")
 heatmap(weights_nw, ax=ax_map, title="attention weights, $\\sigma = 1$", **weight_axes)
 fig.tight_layout()
 
@@ -451,7 +451,7 @@ test_mse = {sigma: mse(pred, y_true) for sigma, (pred, _) in fits.items()}
 
 
 def draw_fit(ax, sigma):
-    plot_fit(ax, fine_fits[sigma], f"Nadaraya-Watson, $\\sigma = {sigma:g}$")
+    plot_fit(ax, fine_fits[sigma], f"Nadaraya–Watson, $\\sigma = {sigma:g}$")
     ax.set_title(f"fit: test MSE {test_mse[sigma]:.3f}")
 
 

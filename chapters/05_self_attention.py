@@ -1032,7 +1032,7 @@ for k in range(1, grid_side):
 for index in range(grid_side**2):
     r, c = divmod(index, grid_side)
     ax_image.text(c * patch + 0.5, r * patch + 1.5, str(index), color="white", fontsize=9)
-ax_image.set(title="24 x 24 image, 6 x 6 patches", xticks=[], yticks=[])
+ax_image.set(title="24 x 24 image, 6 x 6-pixel patches", xticks=[], yticks=[])
 heatmap(patches, ax=ax_patches, vmin=0, vmax=1, xlabel="pixel value within the patch "
         "(6 x 6 pixels x 3 channels)", ylabel="patch (a vector)", title="the set of 16 vectors")
 fig.tight_layout()

@@ -1244,7 +1244,7 @@ ax_size.errorbar(sizes, medians, yerr=[lows, highs], fmt="o-", capsize=3,
                  label="modern, β = 1 (median, range)")
 ax_size.semilogy(sizes, 2 * sizes, "--", label="2N: limit for N × N weights, zero diagonal")
 ax_size.semilogy(sizes, 0.138 * sizes, ":", label="0.138 N: Hebbian")
-ax_size.set(xlabel="N (units)", ylabel="largest P, half retrieved (log)", title="Capacity against size")
+ax_size.set(xlabel="N (units)", ylabel="largest P, ≥ half retrieved (log)", title="Capacity against size")
 ax_size.legend(fontsize=9)
 fig.tight_layout()
 

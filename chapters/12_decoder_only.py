@@ -310,7 +310,7 @@ print("next_token_probs and generate agree with the derivation")
 
 # %%
 temperatures = [0.1, 0.2, 0.35, 0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0, 3.0]
-order = logits.argsort(descending=True)[:12]  # the 12 characters most likely at T = 1
+order = logits.argsort(descending=True)[:12]  # the 12 characters most likely at τ = 1
 labels = [repr(tokenizer.decode([i]))[1:-1] or " " for i in order.tolist()]
 labels = ["␣" if label == " " else label for label in labels]  # ␣: the space
 
@@ -338,7 +338,7 @@ def render(temperature):
     bars.bar(positions, top5[order], color="C0", width=0.45, label="top-5")
     bars.set_xticks(positions, labels, fontsize=9)
     bars.set(ylim=(0, 1), ylabel="probability", xlabel='next character after "The attention"')
-    bars.set_title(f"T = {temperature:g}: entropy {entropy_bits(full):.1f} bits "
+    bars.set_title(f"τ = {temperature:g}: entropy {entropy_bits(full):.1f} bits "
                    f"(top-5: {entropy_bits(top5):.1f})", fontsize=10)
     bars.legend(fontsize=9)
     shown = sample(temperature).replace("$", r"\$").replace("\n", " ¶ ")
@@ -376,10 +376,10 @@ for temperature in temperatures:
     plain = sum(c.isalpha() or c == " " for c in text_out) / len(text_out)
     entropies.append((full_h, top5_h))
     plain_shares[temperature] = plain
-    print(f"T = {temperature:<4g}: entropy {full_h:.1f} bits (top-5 {top5_h:.1f}); "
+    print(f"τ = {temperature:<4g}: entropy {full_h:.1f} bits (top-5 {top5_h:.1f}); "
           f"letters or spaces in the sample {plain:.0%}")
-print("sample at T = 0.5:", repr(sample(0.5)))
-print("sample at T = 1.0:", repr(sample(1.0)))
+print("sample at τ = 0.5:", repr(sample(0.5)))
+print("sample at τ = 1.0:", repr(sample(1.0)))
 
 # %% tags=["remove-cell"]
 full_hs, top5_hs = zip(*entropies)
@@ -387,7 +387,7 @@ assert all(a < b for a, b in zip(full_hs, full_hs[1:])), f"entropy not increasin
 assert full_hs[0] < 0.5 and full_hs[-1] > 4.5, f"entropy ends {full_hs[0]:.2f}, {full_hs[-1]:.2f}"
 assert all(h <= math.log2(5) + 1e-6 for h in top5_hs), f"top-5 entropy above log2 5: {top5_hs}"
 assert all(0.3 < 1 - plain_shares[t] < 0.55 for t in (2.0, 3.0)), f"got {plain_shares}"
-assert "$" in sample(1.0), "no LaTeX at T = 1"
+assert "$" in sample(1.0), "no LaTeX at τ = 1"
 # one decimal is safe only away from a rounding boundary (CPUs differ in the 6th digit)
 assert all(abs(h * 10 % 1 - 0.5) > 0.01 for h in full_hs + top5_hs), f"near a boundary: {entropies}"
 
@@ -615,7 +615,7 @@ greedy = F.one_hot(logits.argmax(), V).float()
 for temperature in (0.5, 1.0, 3.0):
     torch.testing.assert_close(next_token_probs(logits, temperature, 1), greedy)
 cold = next_token_probs(logits, 0.01)
-print(f"top_k = 1 gives the one-hot argmax at every temperature; at T = 0.01 the argmax "
+print(f"top_k = 1 gives the one-hot argmax at every temperature; at τ = 0.01 the argmax "
       f"gets {'more than 0.99' if cold.max() > 0.99 else 'at most 0.99'} of the mass")
 assert cold.max() > 0.99, f"argmax mass {cold.max():.4f}"
 
