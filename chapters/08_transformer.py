@@ -1299,7 +1299,7 @@ for row, (name, counts) in enumerate(steps_to_learn.items()):
     ax.plot([counts.median().clamp(max=max_steps + 8)] * 2, [row - 0.3, row + 0.3], "k-", lw=2)
 ax.axvline(max_steps, color="0.5", ls=":")
 ax.set_yticks(range(len(steps_to_learn)), list(steps_to_learn))
-ax.set(xlabel=f"steps until the loss is below 0.1 (x: not within {max_steps})",
+ax.set(xlabel=f"steps until the 5-step mean loss is below 0.1 (x: not within {max_steps})",
        title="Steps to learn, 5 seeds per setting (bar: median)")
 ax.invert_yaxis()
 fig.tight_layout()

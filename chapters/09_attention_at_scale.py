@@ -213,10 +213,10 @@ for row in memory_rows:  # exactly two (L, L) matrices and the (L, d_h) output, 
 # %% mystnb={"image": {"alt": "Log-log plot of milliseconds per call against sequence length from 256 to 4096. The naive attention line rises steeply, with a fitted slope of about 2; the line of one linear projection lies far below it and rises with slope about 1."}} tags=["nbval-ignore-output"]
 time_lengths = [256, 512, 1_024, 2_048, 4_096]
 projection = torch.randn(64, 64) / 8  # (D, D), D = d_h = 64: one head
-seconds = {"attention, naive": [], "one linear projection": []}
+seconds = {"naive attention": [], "one linear projection": []}
 for length in time_lengths:
     x = torch.randn(1, 1, length, 64)  # (B, H, L, d_h)
-    seconds["attention, naive"].append(time_call(lambda: naive_attention(x, x, x), repeats=3))
+    seconds["naive attention"].append(time_call(lambda: naive_attention(x, x, x), repeats=3))
     seconds["one linear projection"].append(time_call(lambda: x @ projection, repeats=3))
 
 fig, ax = plt.subplots(figsize=(4.8, 3.8))
@@ -229,12 +229,12 @@ ax.set_xticks(time_lengths, labels=[str(n) for n in time_lengths])
 ax.xaxis.set_minor_locator(plt.NullLocator())
 ax.legend(fontsize=9)
 fig.tight_layout()
-attention_over_projection = seconds["attention, naive"][-1] / seconds["one linear projection"][-1]
+attention_over_projection = seconds["naive attention"][-1] / seconds["one linear projection"][-1]
 slopes_time = {name: loglog_slope(time_lengths[2:], times[2:]) for name, times in seconds.items()}
-print(f"this machine: slopes {slopes_time['attention, naive']:.2f} (attention) and "
+print(f"this machine: slopes {slopes_time['naive attention']:.2f} (attention) and "
       f"{slopes_time['one linear projection']:.2f} (projection); at L = 4096 the attention "
       f"takes {attention_over_projection:.0f} times as long (FLOP ratio 2L/d_h = 128)")
-if not (slopes_time["attention, naive"] > slopes_time["one linear projection"] + 0.5
+if not (slopes_time["naive attention"] > slopes_time["one linear projection"] + 0.5
         and attention_over_projection > 20):  # timings: a busy machine blurs them (never an error)
     print("Note: this run's timings do not show the pattern the text describes (a slope at least "
           "0.5 above the projection's, over 20 times its time at L = 4096). Other work on the "

@@ -324,8 +324,9 @@ def chinese_twins(paths: list[Path]) -> list[Path]:
     today's English notebooks and catalogs; their code is the English code, so their outputs
     are those of the last execution only where the code is unchanged."""
     tool = _zh_notebooks()
+    mine = [p.resolve() for p in paths if p.resolve().is_relative_to(ROOT)]
     tool.write_all()
-    twins = [tool.NOTEBOOKS / p.resolve().relative_to(ROOT) for p in paths]
+    twins = [tool.NOTEBOOKS / p.relative_to(ROOT) for p in mine]
     return [twin for twin in twins if twin.is_file()]
 
 
@@ -346,19 +347,26 @@ def main(argv: list[str]) -> int:
     english = [p for p in paths if not p.is_relative_to(_zh_notebooks().NOTEBOOKS)]
     failed = []
 
+    def shown(path: Path) -> Path:
+        return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
     def run(pool, notebooks):
         futures = [(path, pool.submit(execute, path)) for path in notebooks]
         for path, future in futures:
             try:
-                print(f"executed {path.relative_to(ROOT)} in {future.result():.1f} s", flush=True)
-            except (Exception, SystemExit) as error:  # the others still run; all are reported
+                print(f"executed {shown(path)} in {future.result():.1f} s", flush=True)
+            except SystemExit as error:  # says what and where; the others still run
                 failed.append(path)
-                print(f"{path.relative_to(ROOT)}: {error}", flush=True)
+                print(error, file=sys.stderr, flush=True)
+            except Exception as error:
+                failed.append(path)
+                print(f"error: {shown(path)}: {error}", file=sys.stderr, flush=True)
 
     with ProcessPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 1)) as pool:
         run(pool, english)
         chinese = [p for p in paths if p not in english]
-        chinese += [t for t in chinese_twins(english) if t not in chinese]
+        if any(p.is_relative_to(ROOT) for p in paths):  # the book's own: its twins, afresh
+            chinese += [t for t in chinese_twins(english) if t not in chinese]
         run(pool, chinese)
     return 1 if failed else 0
 

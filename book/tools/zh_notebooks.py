@@ -47,7 +47,8 @@ LANGUAGE_CELL = {
     "metadata": {},
     "outputs": [],
     "source": [
-        "# 图中文字与滑块标签用中文（helpers.figures.language；需要中文字体，如 Debian 的 fonts-noto-cjk）\n",
+        "# 图中文字与滑块标签用中文（helpers.figures.language）。这需要一种中文字体：没有时图保持英文。\n",
+        "# 在 Colab 或 Debian/Ubuntu 上可先运行 !apt-get -qq install -y fonts-noto-cjk 再运行本笔记本。\n",
         "import os\n",
         "\n",
         'os.environ["BOOK_LANG"] = "zh_CN"',

@@ -196,8 +196,9 @@ def _drawable(language: str) -> bool:
     font = _cjk_font()
     if font is None:
         warnings.warn(
-            f"no font with Chinese characters is installed (one of {', '.join(CJK_FONTS)}; "
-            "Debian: apt-get install fonts-noto-cjk), so the figures keep their English text",
+            f"no font with Chinese characters is installed (one of {', '.join(CJK_FONTS)}), "
+            "so the figures keep their English text. On Colab, Debian or Ubuntu: run "
+            "`!apt-get -qq install -y fonts-noto-cjk`, restart the kernel and run again.",
             stacklevel=4,
         )
         return False
