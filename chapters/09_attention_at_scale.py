@@ -1656,7 +1656,7 @@ assert 0.55 < random_own[4_096][0] and random_own[4_096][4] < 0.8, random_own
 # state $\mathbf U$ has $D' \times d_h$ numbers, 256 times elu + 1's at $D' = 4096$, and
 # the time per token grows with it. The same weights at $c = 4$, side by side:
 
-# %% mystnb={"image": {"alt": "Three 32-by-32 heatmaps of attention weights, queries down and keys across, on one colour scale from 0 to 1, all at c = 4. Left, softmax attention: a bright yellow diagonal on a dark background. Middle, linear attention with elu + 1: uniformly dark, every weight near 1/32. Right, linear attention with the Taylor map: a clearly visible but dim diagonal, about a third of each row, on a dark background."}}
+# %% mystnb={"image": {"alt": "Three 32-by-32 heatmaps of attention weights, queries down and keys across, on one colour scale from 0 to 1, all at c = 4. Left, softmax attention: a bright yellow diagonal on a dark background. Middle, linear attention with elu + 1: uniformly dark, every weight near 1/32. Right, linear attention with the Taylor map: a clearly visible but dim diagonal, holding about a third of each row's weight, on a dark background."}}
 weights_4 = all_weights(4.0)
 fig, axes = plt.subplots(1, 3, figsize=(10, 3.9))
 for ax, (name, title) in zip(axes, [("softmax", "softmax attention"),
