@@ -198,10 +198,10 @@ trust: $(VENV)/.installed
 ##                            (LAB_ARGS="--port=8890 --no-browser"; --allow-root added for root)
 ## make trust                 trust the executed chapters: Lab shows their sliders, no code run
 ## make check-chapter NB=02   one chapter: hygiene and twin tests, the book build, nbval
-## make execute [NOTEBOOKS=chapters/NN_name.ipynb]   re-execute chapters in place (nbclient)
+## make execute [NOTEBOOKS=chapters/NN_name.ipynb]   re-execute chapters in place (nbclient), then their Chinese twins
 ## make test                  every test (builds the book and the client venvs first)
 ## make unit                  the helpers' unit and property tests
-## make nbval                 re-execute every chapter and compare outputs, hygiene, twins
+## make nbval                 re-execute every chapter (English and Chinese) and compare outputs, hygiene, twins
 ## make nbval-reduced-cpu     the same with an older CPU's vector units
 ## make test-site             the book build, browser and project-file tests
 ## make test-clients          the Colab-like venv, Notebook 6.5 and JupyterLab 4 tests
