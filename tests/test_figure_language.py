@@ -8,15 +8,18 @@
 * In a fresh interpreter with ``BOOK_LANG=zh_CN``: matplotlib's text, the slider labels and
   the frames' alt text come out in Chinese, in a CJK font, with nothing left untranslated;
   without a CJK font the figures stay English and a warning says why.
+* The helpers' wheel (what Colab installs from git) carries the catalog.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -202,3 +205,37 @@ def test_without_a_cjk_font_the_figures_stay_english_and_say_why(monkeypatch, tm
     drawn, stderr = _draw(env)
     assert drawn["title"] == "attention weights, $w = 2$", drawn
     assert "no font with Chinese characters" in stderr and "fonts-noto-cjk" in stderr, stderr
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_catalog(tmp_path):
+    """Colab installs the helpers from git, as a wheel: the catalog must be in it, or the
+    Chinese notebooks would draw English figures there without a word."""
+    root = Path(__file__).resolve().parents[1]
+    source = tmp_path / "source"  # a clean copy: no egg-info left over from an earlier build
+    shutil.copytree(
+        root / "src", source / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__")
+    )
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(root / name, source / name)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(tmp_path),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "helpers/figures/zh_CN.po" in names, sorted(n for n in names if "figures" in n)
