@@ -500,6 +500,41 @@ def test_the_chinese_notebooks_are_written_from_todays_catalogs():
     )
 
 
+def test_a_chinese_page_takes_its_twins_outputs_only_when_the_code_is_the_same():
+    """The Chinese edition shows the executed twin's outputs and frames; a twin behind the
+    English code, not executed, or without its language cell gives none (the page keeps the
+    English outputs and counts as figures_behind)."""
+
+    def notebook(*cells, widgets=None):
+        nb = {"cells": [{"cell_type": "markdown", "source": ["# Title"]}], "metadata": {}}
+        for source, outputs, count in cells:
+            nb["cells"].append(
+                {
+                    "cell_type": "code",
+                    "source": [source],
+                    "outputs": outputs,
+                    "execution_count": count,
+                }
+            )
+        if widgets:
+            nb["metadata"]["widgets"] = widgets
+        return nb
+
+    language = "".join(zh_notebooks.LANGUAGE_CELL["source"])
+    english = notebook(("x = 1", ["en"], 1), ("plot(x)", ["en figure"], 2), widgets="en state")
+    twin = notebook(
+        (language, [], 1), ("x = 1", ["zh"], 2), ("plot(x)", ["zh figure"], 3), widgets="zh state"
+    )
+    merged = bilingual.with_chinese_outputs(json.loads(json.dumps(english)), twin)
+    assert [c.get("outputs") for c in merged["cells"]] == [None, ["zh"], ["zh figure"]]
+    assert merged["metadata"]["widgets"] == "zh state"
+    behind = notebook((language, [], 1), ("x = 2", ["zh"], 2), ("plot(x)", ["zh figure"], 3))
+    unexecuted = notebook((language, [], None), ("x = 1", [], None), ("plot(x)", [], None))
+    no_language = notebook(("x = 1", ["zh"], 1), ("plot(x)", ["zh figure"], 2))
+    for twin in (behind, unexecuted, no_language):
+        assert bilingual.with_chinese_outputs(json.loads(json.dumps(english)), twin) is None
+
+
 @pytest.mark.parametrize("page", zh_notebooks.translated_notebooks())
 def test_a_chinese_notebook_runs_the_english_code_and_reads_chinese(page):
     english = json.loads((ROOT / f"{page}.ipynb").read_text(encoding="utf-8"))

@@ -326,31 +326,15 @@ def _chinese_notebooks(app: Sphinx, exception) -> None:
             shutil.copyfile(path, target)
 
 
-def code_sources(nb: dict) -> list[str]:
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-
-
 def with_chinese_outputs(english: dict, chinese: dict) -> dict | None:
     """``english`` (a notebook) with the outputs of ``chinese``, its executed Chinese twin,
-    whose code is the same but for a first cell of its own (``LANGUAGE_CELL``); None when
-    the code differs or the twin was not executed."""
-    language_cell = "".join(_notebooks_tool().LANGUAGE_CELL["source"])
-    twin = [c for c in chinese["cells"] if c["cell_type"] == "code"]
-    if not twin or "".join(twin[0]["source"]) != language_cell:
+    whose code is the same after a first cell of its own (``LANGUAGE_CELL``); None when the
+    code differs or the twin was not executed."""
+    tool = _notebooks_tool()
+    first = tool.code_sources(chinese)[:1]
+    if first != ["".join(tool.LANGUAGE_CELL["source"])]:
         return None
-    twin = twin[1:]
-    if [("".join(c["source"])) for c in twin] != code_sources(english):
-        return None
-    if any(c["execution_count"] is None for c in twin):
-        return None
-    code = iter(twin)
-    for cell in english["cells"]:
-        if cell["cell_type"] == "code":
-            cell["outputs"] = next(code)["outputs"]
-    english["metadata"].pop("widgets", None)
-    if "widgets" in chinese["metadata"]:
-        english["metadata"]["widgets"] = chinese["metadata"]["widgets"]
-    return english
+    return english if tool.take_outputs(english, chinese, skip=1) else None
 
 
 def _source_read(app: Sphinx, docname: str, source: list[str]) -> None:

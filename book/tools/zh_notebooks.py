@@ -195,25 +195,37 @@ def chinese_notebook(page: str, translated: set[str]) -> tuple[str, list[str]]:
     return tool.dump(nb), unused
 
 
-def _code(nb: dict) -> list[str]:
+def code_sources(nb: dict) -> list[str]:
     return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
 
 
-def _keep_outputs(nb: dict, previous: Path) -> None:
-    """Give ``nb``'s code cells the outputs (and the notebook its widget state) of the
-    committed Chinese notebook ``previous``, executed by book/tools/execute.py with its
-    figures in Chinese, when its code is the same; else none: it must be executed again."""
-    old = json.loads(previous.read_text(encoding="utf-8")) if previous.is_file() else None
-    same = old is not None and _code(old) == _code(nb)
-    executed = iter(c for c in old["cells"] if c["cell_type"] == "code") if same else None
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            source = next(executed) if same else {"outputs": [], "execution_count": None}
-            cell["outputs"] = source["outputs"]
-            cell["execution_count"] = source["execution_count"]
+def take_outputs(nb: dict, executed: dict, skip: int = 0) -> bool:
+    """Give ``nb``'s code cells the outputs and execution counts of ``executed``'s code cells
+    after its first ``skip``, and ``nb`` its widget state, when that code is ``nb``'s and was
+    executed. Returns whether it did; ``nb`` is left as it was otherwise."""
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    done = [c for c in executed["cells"] if c["cell_type"] == "code"][skip:]
+    same = code_sources(nb) == ["".join(c["source"]) for c in done]
+    if not same or any(c["execution_count"] is None for c in done):
+        return False
+    for cell, source in zip(code, done):
+        cell["outputs"], cell["execution_count"] = source["outputs"], source["execution_count"]
     nb["metadata"].pop("widgets", None)
-    if same and "widgets" in old["metadata"]:
-        nb["metadata"]["widgets"] = old["metadata"]["widgets"]
+    if "widgets" in executed["metadata"]:
+        nb["metadata"]["widgets"] = executed["metadata"]["widgets"]
+    return True
+
+
+def _keep_outputs(nb: dict, previous: Path) -> None:
+    """Give ``nb`` the outputs of the committed Chinese notebook ``previous``, executed by
+    book/tools/execute.py with its figures in Chinese, when its code is the same; else none:
+    it must be executed again."""
+    old = json.loads(previous.read_text(encoding="utf-8")) if previous.is_file() else None
+    if old is None or not take_outputs(nb, old):
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                cell["outputs"], cell["execution_count"] = [], None
+        nb["metadata"].pop("widgets", None)
 
 
 def translated_notebooks() -> list[str]:

@@ -83,10 +83,10 @@ def parse_po(text: str) -> dict[str, str]:
         elif line.startswith("#,") and "fuzzy" in line:
             fuzzy = True
         elif line.startswith(("msgctxt ", "msgid ", "msgstr ")):
-            field, _, value = line.partition(" ")
-            if field in ("msgctxt", "msgid") and "msgstr" in entry:
+            keyword, _, value = line.partition(" ")
+            if keyword != "msgstr" and "msgstr" in entry:  # the next entry, with no blank line
                 flush()
-                field = line.partition(" ")[0]
+            field = keyword
             entry[field] = _unquote(value)
         elif line.startswith('"') and field:
             entry[field] += _unquote(line)
@@ -153,7 +153,7 @@ def _lookup(text: str, language: str) -> str | None:
 
 
 def phrase(msgid: str, *parts: str) -> str:
-    """The helpers' own sentence ``msgid`` in :func:`current`'s language, its ``{}`` filled
+    """The helpers' own sentence ``msgid`` in :func:`active`'s language, its ``{}`` filled
     with ``parts`` in order: ``phrase("{} against {}", "weight", "key")``. Its catalog entry
     has the context ``helpers`` (``msgctxt "helpers"``), so no figure text is matched to it."""
     language = active()
