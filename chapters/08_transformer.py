@@ -1288,7 +1288,7 @@ assert 0 < step_ratio[5:].min() and step_ratio[5:].max() < 0.3, f"{step_ratio[5:
 assert torch.all(step_ratio[6:] >= step_ratio[5:-1]), "the rectification factor does not grow"
 
 
-# %% mystnb={"image": {"alt": "Strip plot of the steps each run needed until the mean loss of its last 5 steps fell below 0.1, one dot per seed (5 seeds per setting) and a black bar at the median, for six settings in rows, from the top: post-LN without warm-up, post-LN with warm-up, pre-LN without warm-up, pre-LN with warm-up, post-LN with RAdam and pre-LN with RAdam. The top row sits furthest right, with at least one cross beyond the dotted line at 150 steps for a seed that had not learned by then; the other five rows overlap."}}
+# %% mystnb={"image": {"alt": "Strip plot of the steps each run needed until the mean loss of its last 5 steps fell below 0.1, one dot per seed (5 seeds per setting) and a black bar at the median, for six settings in rows, from the top: post-LN without warm-up, post-LN with warm-up, pre-LN without warm-up, pre-LN with warm-up, post-LN with RAdam and pre-LN with RAdam. The top row's median sits furthest right, with at least one cross beyond the dotted line at 150 steps for a seed that had not learned by then; the other five rows overlap."}}
 fig, ax = plt.subplots(figsize=(5.4, 4.2))
 for row, (name, counts) in enumerate(steps_to_learn.items()):
     learned = torch.isfinite(counts)
@@ -1307,8 +1307,8 @@ fig.tight_layout()
 # %% [markdown]
 # *Steps to learn for each of the six settings (rows), one dot per seed and a black bar at
 # the median; a cross right of the dotted line at 150 steps marks a seed that had not learned
-# by then. The post-LN runs without warm-up (top row) sit furthest right, with at least one
-# cross; the other five rows overlap.*
+# by then. The post-LN runs without warm-up (top row) have the median furthest right, with at
+# least one cross; the other five rows overlap.*
 #
 # Five comparisons held on every CPU configuration we tried, although the exact counts did
 # not: post-LN with Adam and no warm-up had the slowest median and was the only setting in

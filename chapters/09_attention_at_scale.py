@@ -1656,7 +1656,7 @@ assert 0.55 < random_own[4_096][0] and random_own[4_096][4] < 0.8, random_own
 # state $\mathbf U$ has $D' \times d_h$ numbers, 256 times elu + 1's at $D' = 4096$, and
 # the time per token grows with it. The same weights at $c = 4$, side by side:
 
-# %% mystnb={"image": {"alt": "Three 32-by-32 heatmaps of attention weights, queries down and keys across, on one colour scale from 0 to 1, all at c = 4. Left, softmax attention: a bright yellow diagonal on a dark background. Middle, linear attention with elu + 1: uniformly dark, every weight near 1/32. Right, linear attention with the Taylor map: a clearly visible but dim diagonal, holding about a third of each row's weight, on a dark background."}}
+# %% mystnb={"image": {"alt": "Three 32-by-32 heatmaps of attention weights, queries down and keys across, on one colour scale from 0 to 1, all at c = 4. Left, softmax attention: a bright yellow diagonal on a dark background. Middle, linear attention with elu + 1: uniformly dark, every weight near 1/32. Right, linear attention with the Taylor map: a clearly visible but dim diagonal, holding on average about a third of a row's weight, on a dark background."}}
 weights_4 = all_weights(4.0)
 fig, axes = plt.subplots(1, 3, figsize=(10, 3.9))
 for ax, (name, title) in zip(axes, [("softmax", "softmax attention"),
@@ -1675,8 +1675,8 @@ for name, feature_map in [("elu + 1", elu_feature_map), ("Taylor", taylor_featur
 # *Three $32 \times 32$ heatmaps of attention weights on the same colour scale, queries down,
 # keys across, at $c = 4$. Left, softmax: a bright diagonal on a dark background, each query
 # on its own key. Middle, linear attention with elu + 1: an almost uniformly dark field, every
-# weight near 1/32. Right, the Taylor map: a dim but clear diagonal, about a third of each
-# row.* On the random inputs, too, linear and softmax attention give outputs that differ by a
+# weight near 1/32. Right, the Taylor map: a dim but clear diagonal, on average about a
+# third of a row's weight.* On the random inputs, too, linear and softmax attention give outputs that differ by a
 # large fraction of their size, with either map.
 #
 # So linear attention buys $\mathcal{O}(L)$ time and a constant-size state at a price in sharpness,

@@ -1217,7 +1217,7 @@ for num, shares in retrieved.items():
 sizes = torch.tensor(list(largest_power), dtype=torch.float64)
 powers = torch.tensor([statistics.median(ks) for ks in largest_power.values()], dtype=torch.float64)
 slope = ((sizes - sizes.mean()) * (powers - powers.mean())).sum() / ((sizes - sizes.mean()) ** 2).sum()
-print("  N   largest P with half retrieved, 5 draws: median [range]   median P / N    2N")
+print("  N   largest P with ≥ half retrieved, 5 draws: median [range] median P / N    2N")
 for num, ks in largest_power.items():
     median_p = 2 ** statistics.median(ks)
     print(f"{num:3d}   {median_p:>8.0f} [{2 ** min(ks)}, {2 ** max(ks)}]".ljust(62)
@@ -1268,7 +1268,7 @@ assert f"{1 / slope:.1f}" == "3.5", f"doubling every {1 / slope:.2f} units"
 # capacity climbs along a roughly straight line: each unit added multiplies the number of
 # patterns by about the same factor, which is what exponential growth looks like. That is
 # what the curves show, and no more: random patterns, $N$ from 16 to 48, $\beta = 1$, about 20% of
-# the units flipped, one step, "half retrieved" as the criterion. Five sizes cannot prove a
+# the units flipped, one step, "at least half retrieved" as the criterion. Five sizes cannot prove a
 # growth law (Ramsauer et al.'s Theorem 3 is the general statement, with its own conditions on
 # $\beta$ and the separation of the patterns); but a polynomial $N^2$ would bend over on this
 # plot, and by $N = 48$ even the smallest of the five draws is well above $48^2 = 2304$. For
