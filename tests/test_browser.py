@@ -272,10 +272,12 @@ def _open(
     if wire:  # Chromium's own count (DevTools protocol), as benchmarks/site.py takes it
         cdp = page.context.new_cdp_session(page)
         cdp.send("Network.enable")
-        cdp.on(
-            "Network.requestWillBeSent",
-            lambda e: opened.pending.__setitem__(e["requestId"], e["request"]["url"]),
-        )
+
+        def sent(e):  # the browser's own favicon fetch may never report its end: not waited on
+            if not e["request"]["url"].endswith("/favicon.ico"):
+                opened.pending[e["requestId"]] = e["request"]["url"]
+
+        cdp.on("Network.requestWillBeSent", sent)
         cdp.on("Network.loadingFailed", lambda e: opened.pending.pop(e["requestId"], None))
         cdp.on(
             "Network.responseReceived",
